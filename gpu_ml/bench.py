@@ -1,0 +1,98 @@
+"""GPU timing on top of `triton.testing.do_bench`, throughput units and a size sweep with a plot."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+from gpu_ml.env import has_gpu
+
+
+def _require_gpu(what: str) -> None:
+    if not has_gpu():
+        raise RuntimeError(f"{what} needs a CUDA GPU; tag this notebook cell `gpu` so CPU runs skip it")
+
+
+def bench(fn: Callable[[], object], *, cudagraph: bool = False, warmup: int = 25, rep: int = 100) -> float:
+    """Median time of `fn()` in milliseconds on the GPU.
+
+    Uses `triton.testing.do_bench`, which warms up, flushes the L2 cache before every call and
+    times with CUDA events. `cudagraph=True` replays `fn` from a CUDA graph
+    (`do_bench_cudagraph`), which removes the Python launch overhead from the figure.
+    """
+    _require_gpu("bench()")
+    import triton.testing
+
+    if cudagraph:
+        return float(triton.testing.do_bench_cudagraph(fn, rep=rep, return_mode="median"))
+    return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median"))
+
+
+def tflops(flops: float, ms: float) -> float:
+    """TFLOP/s for `flops` floating-point operations done in `ms` milliseconds."""
+    return flops / (ms * 1e-3) / 1e12
+
+
+def gbps(nbytes: float, ms: float) -> float:
+    """GB/s (10^9 bytes per second) for `nbytes` moved in `ms` milliseconds."""
+    return nbytes / (ms * 1e-3) / 1e9
+
+
+def geomean(values: Sequence[float]) -> float:
+    """Geometric mean, the right average for ratios."""
+    if not values or any(v <= 0 for v in values):
+        raise ValueError("geomean needs positive values")
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def sweep(
+    sizes: Sequence[int],
+    providers: dict[str, Callable[[int], Callable[[], object]]],
+    metric: Callable[[int, float], float],
+    *,
+    baseline: str,
+    unit: str,
+    xlabel: str = "size",
+    title: str = "",
+    cudagraph: bool = False,
+    logx: bool = True,
+    ax=None,
+) -> dict[str, list[float]]:
+    """Benchmark every provider at every size, plot `metric` against size and print ratios.
+
+    `providers` maps a name to `make(size) -> fn`, where `fn()` runs the work once;
+    `metric(size, ms)` turns a time into the plotted unit (use `tflops` or `gbps`); higher is
+    better. Prints one table row per size and, for each provider, its geometric-mean ratio to
+    `baseline`. Returns {provider: [metric per size]}.
+    """
+    _require_gpu("sweep()")
+    if baseline not in providers:
+        raise ValueError(f"baseline {baseline!r} is not one of the providers {list(providers)}")
+    results: dict[str, list[float]] = {name: [] for name in providers}
+    header = f"{xlabel:>12} " + " ".join(f"{name:>14}" for name in providers)
+    print(f"{header}   ({unit})")
+    for size in sizes:
+        row = []
+        for name, make in providers.items():
+            value = metric(size, bench(make(size), cudagraph=cudagraph))
+            results[name].append(value)
+            row.append(f"{value:14.1f}")
+        print(f"{size:>12} " + " ".join(row))
+    for name in providers:
+        if name != baseline:
+            ratio = geomean([v / b for v, b in zip(results[name], results[baseline], strict=True)])
+            print(f"{name} / {baseline}: {ratio:.3f}x (geometric mean over {len(sizes)} sizes)")
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4))
+    for name, values in results.items():
+        ax.plot(sizes, values, marker="o", label=name)
+    if logx:
+        ax.set_xscale("log", base=2)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(unit)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    return results

@@ -1,0 +1,62 @@
+"""Compare a kernel's output with a reference and say how close they are."""
+
+from __future__ import annotations
+
+import torch
+
+# Default tolerances by dtype: (atol, rtol). Half precision keeps ~3 decimal digits, bf16 ~2.
+_TOLERANCES = {
+    torch.float16: (1e-2, 1e-2),
+    torch.bfloat16: (2e-2, 2e-2),
+    torch.float32: (1e-5, 1e-5),
+    torch.float64: (1e-10, 1e-8),
+}
+
+
+def check(
+    actual: torch.Tensor,
+    expected: torch.Tensor,
+    *,
+    atol: float | None = None,
+    rtol: float | None = None,
+    name: str = "result",
+    quiet: bool = False,
+) -> None:
+    """Assert that `actual` matches `expected` within tolerance; print the max abs/rel error.
+
+    Shapes must be equal; the dtype of `expected` picks default tolerances. On a mismatch it
+    raises AssertionError naming the worst element, so a failing notebook cell says why.
+    """
+    if not isinstance(actual, torch.Tensor) or not isinstance(expected, torch.Tensor):
+        raise TypeError(f"check() compares tensors, got {type(actual).__name__} and {type(expected).__name__}")
+    if actual.shape != expected.shape:
+        raise AssertionError(f"{name}: shape {tuple(actual.shape)} != expected {tuple(expected.shape)}")
+    default_atol, default_rtol = _TOLERANCES.get(expected.dtype, (0.0, 0.0))
+    atol = default_atol if atol is None else atol
+    rtol = default_rtol if rtol is None else rtol
+    a = actual.detach().to("cpu", torch.float64)
+    e = expected.detach().to("cpu", torch.float64)
+    if a.numel() == 0:
+        if not quiet:
+            print(f"{name}: empty, shapes match")
+        return
+    nan_mismatch = torch.isnan(a) != torch.isnan(e)
+    both_nan = torch.isnan(a) & torch.isnan(e)
+    same_inf = torch.isinf(e) & (a == e)
+    diff = (a - e).abs().masked_fill(both_nan | same_inf, 0.0).masked_fill(nan_mismatch, float("inf"))
+    rel = diff / e.abs().clamp_min(1e-30)
+    max_abs = diff.max().item()
+    max_rel = rel.masked_fill(diff == 0, 0.0).max().item()
+    bad = diff > atol + rtol * e.abs()
+    if bad.any():
+        n_bad = int(bad.sum())
+        worst = int(torch.argmax(diff.masked_fill(~bad, -1.0)))
+        index = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), a.shape))
+        raise AssertionError(
+            f"{name}: {n_bad} of {a.numel()} elements differ (atol={atol:g}, rtol={rtol:g}); "
+            f"worst at {index}: got {a.flatten()[worst].item():.6g}, expected {e.flatten()[worst].item():.6g}; "
+            f"max abs err {max_abs:.3g}, max rel err {max_rel:.3g}"
+        )
+    if not quiet:
+        exact = "exact" if max_abs == 0 else "close"
+        print(f"{name}: {exact} ({a.numel()} elements), max abs err {max_abs:.3g}, max rel err {max_rel:.3g}")

@@ -1,0 +1,66 @@
+"""`gpu-ml` command: execute notebooks in place with provenance, and render the results table.
+
+gpu-ml execute NOTEBOOK...   run each notebook top to bottom (nbclient) and save its outputs,
+                             stamping GPU, versions and date into its metadata
+gpu-ml results               rewrite the README's results table from results/*.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+from pathlib import Path
+
+from gpu_ml.env import has_gpu, versions
+
+
+def provenance() -> dict:
+    """Where a run happened: GPU (or CPU), versions and date."""
+    import torch
+
+    return {
+        "gpu": torch.cuda.get_device_name() if has_gpu() else "none (CPU run)",
+        "versions": versions(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def execute(path: Path, *, timeout: int = 1800, kernel: str = "python3") -> None:
+    """Execute the notebook at `path` in its own folder and save it with outputs and provenance."""
+    import nbclient
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    client = nbclient.NotebookClient(
+        nb, timeout=timeout, kernel_name=kernel, resources={"metadata": {"path": str(path.parent)}}
+    )
+    client.execute()  # raises CellExecutionError on the first failing cell; the file is left untouched
+    nb.metadata["gpu_ml"] = provenance()
+    nbformat.write(nb, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `gpu-ml` command."""
+    parser = argparse.ArgumentParser(
+        prog="gpu-ml", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("execute", help="execute notebooks in place and stamp provenance")
+    run.add_argument("notebooks", nargs="+", type=Path)
+    run.add_argument("--timeout", type=int, default=1800, help="per-cell timeout in seconds")
+    sub.add_parser("results", help="rewrite the README results table from results/*.json")
+    args = parser.parse_args(argv)
+    if args.command == "execute":
+        for path in args.notebooks:
+            print(f"executing {path}", flush=True)
+            execute(path, timeout=args.timeout)
+    else:
+        from gpu_ml.results import update_readme
+
+        print(f"updated {update_readme()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,341 @@
+"""`%%cuda`: compile CUDA C++ from a notebook cell with nvcc, run it or call it on torch tensors.
+
+Program mode (the cell defines `main`): compile, run, show stdout/stderr; a compile error, a
+non-zero exit or a timeout raises. Library mode (no `main`): build a shared library and put each
+`extern "C"` host function into the notebook as a Python callable that checks its tensor
+arguments (CUDA device, dtype, contiguity) against the C parameter types before calling, and
+turns CUDA errors into `CudaError`. Without a GPU the cell is still compiled (a real nvcc check);
+programs are not run and library functions raise when called.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpu_ml.env import has_gpu
+
+DEFAULT_ARCH = "sm_80"  # without a GPU to ask: Ampere, the oldest arch with bf16 mma and cp.async
+
+
+class CudaCompileError(RuntimeError):
+    """nvcc rejected the source; the message holds nvcc's output."""
+
+
+class CudaRunError(RuntimeError):
+    """A compiled program exited non-zero or ran past its timeout."""
+
+
+class CudaError(RuntimeError):
+    """A CUDA runtime error reported after a library call."""
+
+
+# C type -> torch dtype name for pointer parameters; None means any dtype (void*).
+_POINTER_TYPES = {
+    "float": "float32",
+    "double": "float64",
+    "half": "float16",
+    "__half": "float16",
+    "__nv_bfloat16": "bfloat16",
+    "nv_bfloat16": "bfloat16",
+    "int": "int32",
+    "int32_t": "int32",
+    "unsigned": "int32",
+    "unsigned int": "int32",
+    "uint32_t": "int32",
+    "int64_t": "int64",
+    "long long": "int64",
+    "long": "int64",
+    "int16_t": "int16",
+    "short": "int16",
+    "int8_t": "int8",
+    "char": "int8",
+    "uint8_t": "uint8",
+    "unsigned char": "uint8",
+    "bool": "bool",
+    "void": None,
+}
+# C scalar type -> ctypes type.
+_SCALAR_TYPES = {
+    "int": ctypes.c_int,
+    "int32_t": ctypes.c_int32,
+    "unsigned": ctypes.c_uint,
+    "unsigned int": ctypes.c_uint,
+    "uint32_t": ctypes.c_uint32,
+    "long": ctypes.c_long,
+    "long long": ctypes.c_longlong,
+    "int64_t": ctypes.c_int64,
+    "uint64_t": ctypes.c_uint64,
+    "size_t": ctypes.c_size_t,
+    "float": ctypes.c_float,
+    "double": ctypes.c_double,
+    "bool": ctypes.c_bool,
+}
+_QUALIFIERS = re.compile(r"\b(const|__restrict__|__restrict|restrict|volatile)\b")
+_EXTERN_C = re.compile(r'extern\s+"C"\s+(?:__host__\s+)?([A-Za-z_][\w\s]*?)\s+(\w+)\s*\(([^)]*)\)\s*\{')
+_MAIN = re.compile(r"\bint\s+main\s*\(")
+
+# Appended to every library so Python can read (and clear) the CUDA error state of its runtime.
+_ERROR_HOOK = """
+#include <cstring>
+extern "C" int gpu_ml_last_error(int sync, char* msg, int n) {
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess && sync) e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) { std::strncpy(msg, cudaGetErrorString(e), n - 1); msg[n - 1] = 0; }
+    return (int)e;
+}
+"""
+
+
+@dataclass(frozen=True)
+class Param:
+    """One C parameter: a pointer (checked as a tensor) or a scalar."""
+
+    name: str
+    ctype: str
+    pointer: bool
+
+    @property
+    def dtype(self):
+        """The torch dtype a pointer parameter requires, or None for `void*`."""
+        import torch
+
+        dtype_name = _POINTER_TYPES[self.ctype]
+        return None if dtype_name is None else getattr(torch, dtype_name)
+
+
+def _parse_param(text: str, function: str) -> Param:
+    text = " ".join(_QUALIFIERS.sub(" ", text).split())
+    pointer = "*" in text
+    if text.count("*") > 1:
+        raise ValueError(f"{function}: pointer-to-pointer parameter {text!r} is not supported")
+    text = text.replace("*", " ")
+    words = text.split()
+    if len(words) < 2:
+        raise ValueError(f"{function}: parameter {text!r} needs a type and a name")
+    ctype, name = " ".join(words[:-1]), words[-1]
+    table = _POINTER_TYPES if pointer else _SCALAR_TYPES
+    if ctype not in table:
+        kind = "pointer" if pointer else "scalar"
+        raise ValueError(f"{function}: unsupported {kind} parameter type {ctype!r} (supported: {sorted(table)})")
+    return Param(name, ctype, pointer)
+
+
+def parse_signatures(source: str) -> dict[str, tuple[str, list[Param]]]:
+    """The `extern "C"` functions defined in `source`: name -> (return type, parameters)."""
+    functions = {}
+    for match in _EXTERN_C.finditer(source):
+        ret, name, params = " ".join(match.group(1).split()), match.group(2), match.group(3).strip()
+        if ret not in ("void", *_SCALAR_TYPES):
+            raise ValueError(f"{name}: unsupported return type {ret!r}")
+        plist = [] if params in ("", "void") else [_parse_param(p, name) for p in params.split(",")]
+        functions[name] = (ret, plist)
+    return functions
+
+
+def nvcc() -> str:
+    """Path of nvcc: on PATH, else under CUDA_HOME or /usr/local/cuda."""
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root and (Path(root) / "bin" / "nvcc").exists():
+            return str(Path(root) / "bin" / "nvcc")
+    raise FileNotFoundError("nvcc not found: install the CUDA toolkit or set CUDA_HOME (see README, Troubleshooting)")
+
+
+def default_arch() -> str:
+    """nvcc -arch for this machine's GPU (sm_90a on an H100/H200), or DEFAULT_ARCH without one."""
+    if has_gpu():
+        import torch
+
+        major, minor = torch.cuda.get_device_capability()
+        return f"sm_{major}{minor}{'a' if major >= 9 else ''}"
+    return DEFAULT_ARCH
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("GPU_ML_CACHE") or Path.home() / ".cache" / "gpu_ml"
+    return Path(root) / "cuda"
+
+
+def build(
+    source: str,
+    *,
+    library: bool,
+    arch: str | None = None,
+    flags: list[str] | tuple[str, ...] = (),
+    timeout: float = 300,
+) -> Path:
+    """Compile `source` with nvcc into an executable or (library=True) a shared library.
+
+    Builds are cached by a hash of the source, mode, arch, flags and nvcc version. Raises
+    CudaCompileError with nvcc's message when compilation fails. Warnings are printed.
+    """
+    compiler = nvcc()
+    arch = arch or default_arch()
+    if library:
+        source = source + _ERROR_HOOK
+    version = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout
+    key = hashlib.sha256("\0".join([source, str(library), arch, *flags, version]).encode()).hexdigest()[:20]
+    folder = _cache_dir() / key
+    target = folder / ("libcell.so" if library else "cell")
+    if target.exists():
+        return target
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "cell.cu").write_text(source)
+    cmd = [compiler, "-O3", f"-arch={arch}", "-std=c++17", "-lineinfo", "-o", str(target) + ".tmp", "cell.cu"]
+    if library:
+        cmd[1:1] = ["-shared", "-Xcompiler", "-fPIC"]
+    cmd += list(flags)
+    try:
+        proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        raise CudaCompileError(f"nvcc took longer than {timeout:g} s") from exc
+    message = (proc.stdout + proc.stderr).strip()
+    if proc.returncode != 0:
+        raise CudaCompileError(f"nvcc failed (exit {proc.returncode}):\n{message}\ncommand: {shlex.join(cmd)}")
+    if message:
+        print(message, file=sys.stderr)
+    os.replace(str(target) + ".tmp", target)
+    return target
+
+
+def run_program(
+    exe: Path, args: list[str] | tuple[str, ...] = (), *, timeout: float = 60
+) -> subprocess.CompletedProcess:
+    """Run a compiled program; raise CudaRunError on a non-zero exit or a timeout."""
+    try:
+        proc = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        raise CudaRunError(f"program ran longer than {timeout:g} s and was killed") from exc
+    if proc.returncode != 0:
+        raise CudaRunError(
+            f"program exited with code {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+        )
+    return proc
+
+
+class CudaFunction:
+    """A library-mode `extern "C"` host function, callable with torch tensors and Python scalars.
+
+    Every call checks its arguments before calling into C. Afterwards it checks the CUDA error
+    state; with `sync=True` (the default) it also synchronizes so that faults inside the kernel
+    surface here. Set `sync = False` for benchmarking, where a sync per call would add latency.
+    """
+
+    def __init__(self, lib: ctypes.CDLL, name: str, restype: str, params: list[Param]):
+        self.name, self.params, self.sync = name, params, True
+        self._lib = lib
+        self._fn = getattr(lib, name)
+        self._fn.restype = None if restype == "void" else _SCALAR_TYPES[restype]
+        self._fn.argtypes = [ctypes.c_void_p if p.pointer else _SCALAR_TYPES[p.ctype] for p in params]
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{p.ctype}{'*' if p.pointer else ''} {p.name}" for p in self.params)
+        return f"{self.name}({args})"
+
+    def _convert(self, param: Param, value):
+        import torch
+
+        where = f"{self.name}(): argument {param.name!r}"
+        if param.pointer:
+            if not isinstance(value, torch.Tensor):
+                raise TypeError(f"{where} is a {param.ctype}* and needs a torch.Tensor, got {type(value).__name__}")
+            if value.device.type != "cuda":
+                raise ValueError(f"{where} must be a CUDA tensor, got one on {value.device}")
+            if param.dtype is not None and value.dtype != param.dtype:
+                raise TypeError(f"{where} is a {param.ctype}* and needs dtype {param.dtype}, got {value.dtype}")
+            if not value.is_contiguous():
+                raise ValueError(f"{where} must be contiguous (call .contiguous())")
+            return value.data_ptr()
+        if param.ctype in ("float", "double"):
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise TypeError(f"{where} is a {param.ctype} and needs a number, got {type(value).__name__}")
+            return float(value)
+        if param.ctype == "bool":
+            return bool(value)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"{where} is a {param.ctype} and needs an int, got {type(value).__name__}")
+        return value
+
+    def __call__(self, *args):
+        if len(args) != len(self.params):
+            raise TypeError(f"{self!r} takes {len(self.params)} arguments, got {len(args)}")
+        converted = [self._convert(p, a) for p, a in zip(self.params, args, strict=True)]
+        if not has_gpu():
+            raise RuntimeError(f"{self.name}() launches CUDA kernels and needs a CUDA GPU; this machine has none")
+        result = self._fn(*converted)
+        message = ctypes.create_string_buffer(512)
+        if self._lib.gpu_ml_last_error(int(self.sync), message, 512):
+            raise CudaError(f"{self.name}(): {message.value.decode()}")
+        return result
+
+
+def load_library(path: Path, source: str) -> dict[str, CudaFunction]:
+    """Load a built library and wrap the `extern "C"` functions that `source` defines."""
+    lib = ctypes.CDLL(str(path))
+    lib.gpu_ml_last_error.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+    lib.gpu_ml_last_error.restype = ctypes.c_int
+    return {name: CudaFunction(lib, name, ret, params) for name, (ret, params) in parse_signatures(source).items()}
+
+
+def _magic_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="%%cuda", add_help=False)
+    parser.add_argument("--arch", help="nvcc -arch (default: this GPU's, e.g. sm_90a)")
+    parser.add_argument("--timeout", type=float, default=60, help="program run timeout in seconds")
+    parser.add_argument("--args", default="", help="command-line arguments for the program")
+    return parser
+
+
+def cuda_cell(line: str, cell: str, namespace: dict | None = None):
+    """Implementation of `%%cuda [--arch A] [--timeout S] [--args "..."] [nvcc flags...]`."""
+    options, flags = _magic_parser().parse_known_args(shlex.split(line))
+    if _MAIN.search(cell):
+        exe = build(cell, library=False, arch=options.arch, flags=flags)
+        if not has_gpu():
+            print(f"compiled {exe.name} for {options.arch or default_arch()}; not run: no CUDA GPU on this machine")
+            return None
+        proc = run_program(exe, shlex.split(options.args), timeout=options.timeout)
+        print(proc.stdout, end="")
+        if proc.stderr:
+            print(proc.stderr, end="", file=sys.stderr)
+        return None
+    functions = parse_signatures(cell)  # fail on unsupported signatures before compiling
+    if not functions:
+        raise ValueError('%%cuda: the cell has neither main() nor an extern "C" host function to call from Python')
+    path = build(cell, library=True, arch=options.arch, flags=flags)
+    wrapped = load_library(path, cell)
+    if namespace is not None:
+        namespace.update(wrapped)
+    print("compiled: " + ", ".join(repr(f) for f in wrapped.values()))
+    return None
+
+
+try:
+    from IPython.core.magic import Magics, cell_magic, magics_class
+
+    @magics_class
+    class CudaMagics(Magics):
+        """Registers `%%cuda`; `gpu_ml.setup()` loads it."""
+
+        @cell_magic
+        def cuda(self, line: str, cell: str):
+            return cuda_cell(line, cell, self.shell.user_ns)
+
+except ImportError:  # IPython is optional outside notebooks
+    CudaMagics = None
+
+
+def load_ipython_extension(ipython) -> None:
+    """`%load_ext gpu_ml.cuda` registers `%%cuda` without calling setup()."""
+    ipython.register_magics(CudaMagics)

@@ -1,0 +1,99 @@
+"""Headline figures recorded by GPU runs of the notebooks, and the README table built from them."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+from pathlib import Path
+
+from gpu_ml.env import has_gpu, versions
+
+START, END = "<!-- results:start -->", "<!-- results:end -->"
+
+
+def project_root(start: Path | None = None) -> Path:
+    """The folder holding pyproject.toml, searched upward from `start` (default: cwd)."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "pyproject.toml").exists():
+            return folder
+    raise FileNotFoundError(f"no pyproject.toml above {here}: run from inside the project")
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def record(
+    notebook: str,
+    metric: str,
+    value: float,
+    unit: str,
+    *,
+    baseline: str = "",
+    ratio: float | None = None,
+    sizes: str = "",
+    root: Path | None = None,
+) -> Path | None:
+    """Store one headline figure of a GPU run in results/<gpu>.json (replacing the same metric).
+
+    On a CPU-only run nothing is stored (the figures would mean nothing) and None is returned.
+    """
+    if not has_gpu():
+        print(f"not recorded (CPU run): {metric}")
+        return None
+    import torch
+
+    gpu = torch.cuda.get_device_name()
+    entry = {
+        "notebook": notebook,
+        "metric": metric,
+        "value": value,
+        "unit": unit,
+        "baseline": baseline,
+        "ratio": ratio,
+        "sizes": sizes,
+        "gpu": gpu,
+        "versions": versions(),
+        "date": datetime.date.today().isoformat(),
+    }
+    path = project_root(root) / "results" / f"{_slug(gpu)}.json"
+    path.parent.mkdir(exist_ok=True)
+    entries = json.loads(path.read_text()) if path.exists() else []
+    entries = [e for e in entries if (e["notebook"], e["metric"]) != (notebook, metric)] + [entry]
+    entries.sort(key=lambda e: (e["notebook"], e["metric"]))
+    path.write_text(json.dumps(entries, indent=1) + "\n")
+    shown = f" ({ratio:.2f}x {baseline})" if ratio is not None else ""
+    print(f"recorded: {metric} = {value:.4g} {unit}{shown} on {gpu}")
+    return path
+
+
+def table(root: Path | None = None) -> str:
+    """A Markdown table of every recorded figure, one row per notebook and metric."""
+    rows = [
+        "| GPU | notebook | metric | value | vs baseline | sizes | versions, date |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for path in sorted((project_root(root) / "results").glob("*.json")):
+        for e in json.loads(path.read_text()):
+            ratio = f"{e['ratio']:.2f}x {e['baseline']}" if e.get("ratio") is not None else e.get("baseline", "")
+            v = e["versions"]
+            stamp = f"torch {v.get('torch', '?')}, triton {v.get('triton', '-')}, {e['date']}"
+            rows.append(
+                f"| {e['gpu']} | {e['notebook']} | {e['metric']} | {e['value']:.4g} {e['unit']} "
+                f"| {ratio} | {e['sizes']} | {stamp} |"
+            )
+    return "\n".join(rows)
+
+
+def update_readme(root: Path | None = None) -> Path:
+    """Replace the README's results table (between the results markers) with `table()`."""
+    readme = project_root(root) / "README.md"
+    text = readme.read_text()
+    if START not in text or END not in text:
+        raise ValueError(f"{readme} lacks the markers {START} and {END}")
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    readme.write_text(f"{head}{START}\n{table(root)}\n{END}{tail}")
+    return readme

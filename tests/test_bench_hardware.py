@@ -1,0 +1,62 @@
+import math
+
+import pytest
+import torch
+
+from gpu_ml import bench, gbps, geomean, sweep, tflops
+from gpu_ml import hardware as hw
+
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def test_units():
+    assert tflops(2e12, 1000) == pytest.approx(2.0)
+    assert gbps(4e9, 2) == pytest.approx(2000.0)
+    assert geomean([2.0, 8.0]) == pytest.approx(4.0)
+    with pytest.raises(ValueError):
+        geomean([1.0, 0.0])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU behaviour")
+def test_bench_refuses_without_gpu():
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        bench(lambda: None)
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        sweep([1], {"a": lambda n: lambda: None}, lambda n, ms: ms, baseline="a", unit="ms")
+
+
+@needs_gpu
+def test_bench_and_sweep_on_gpu(capsys):
+    x = torch.randn(1 << 20, device="cuda")
+    ms = bench(lambda: x * 2)
+    assert 0 < ms < 100
+    assert 0 < bench(lambda: x * 2, cudagraph=True) < 100
+    providers = {"mul": lambda n: lambda: x[:n] * 2, "add": lambda n: lambda: x[:n] + x[:n]}
+    out = sweep([1 << 16, 1 << 20], providers, lambda n, ms: gbps(8 * n, ms), baseline="mul", unit="GB/s")
+    assert len(out["add"]) == 2 and all(v > 0 for v in out["add"])
+    assert "add / mul" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="baseline"):
+        sweep([1], providers, lambda n, ms: ms, baseline="nope", unit="ms")
+
+
+def test_hardware_lookup():
+    assert hw.lookup("NVIDIA H200").sms == 132
+    assert hw.lookup("NVIDIA H100 PCIe").name == "NVIDIA H100 PCIe"
+    assert hw.lookup("NVIDIA H100 80GB HBM3").name == "NVIDIA H100 SXM"
+    assert hw.lookup("NVIDIA A100-SXM4-40GB").bandwidth_gbs == 1555
+    assert hw.lookup("Tesla T4").name == "NVIDIA T4"
+    assert hw.lookup("NVIDIA L40S") is None  # not mistaken for an L4
+    assert hw.lookup("Some Other GPU") is None
+    for name in ("H200", "H100", "A100", "L4", "T4", "RTX 4090"):
+        assert hw.lookup(name) is not None
+
+
+def test_roofline():
+    h200 = hw.GPUS["H200"]
+    assert h200.ridge("bf16") == pytest.approx(989.5e12 / 4.8e12)
+    assert hw.attainable(h200, "bf16", 1.0) == pytest.approx(4.8)
+    assert hw.attainable(h200, "bf16", 1e4) == 989.5
+    with pytest.raises(KeyError, match="bf16"):
+        hw.GPUS["T4"].peak("bf16")
+    ax = hw.plot_roofline(h200, points={"x": (10.0, 40.0)})
+    assert math.isclose(ax.get_lines()[0].get_ydata()[-1], 989.5)

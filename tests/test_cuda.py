@@ -1,0 +1,131 @@
+import shutil
+
+import pytest
+import torch
+
+from gpu_ml import cuda
+
+HAS_GPU = torch.cuda.is_available()
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found: CUDA cells cannot compile")
+
+ADD = r"""
+__global__ void add_kernel(const float* x, const float* y, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = x[i] + y[i];
+}
+extern "C" void vector_add(const float* __restrict__ x, const float* y, float* out, int n) {
+    add_kernel<<<(n + 255) / 256, 256>>>(x, y, out, n);
+}
+extern "C" void bad_launch(float* out) { add_kernel<<<1, 4096>>>(out, out, out, 1); }
+extern "C" int twice(int n) { return 2 * n; }
+"""
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPU_ML_CACHE", str(tmp_path))
+
+
+def test_signatures_are_parsed():
+    sigs = cuda.parse_signatures(ADD)
+    assert list(sigs) == ["vector_add", "bad_launch", "twice"]
+    ret, params = sigs["vector_add"]
+    assert ret == "void"
+    assert [(p.name, p.ctype, p.pointer) for p in params] == [
+        ("x", "float", True),
+        ("y", "float", True),
+        ("out", "float", True),
+        ("n", "int", False),
+    ]
+    assert params[0].dtype == torch.float32
+    sigs = cuda.parse_signatures('extern "C" int f(void) {}\nextern "C" void g(__nv_bfloat16* a, int64_t n) {}')
+    assert sigs["f"] == ("int", []) and sigs["g"][1][0].dtype == torch.bfloat16
+
+
+def test_unsupported_signatures_are_refused():
+    with pytest.raises(ValueError, match="unsupported pointer parameter type 'float4'"):
+        cuda.parse_signatures('extern "C" void f(float4* x) {}')
+    with pytest.raises(ValueError, match="pointer-to-pointer"):
+        cuda.parse_signatures('extern "C" void f(float** x) {}')
+
+
+def test_compile_error_raises_with_nvccs_message():
+    with pytest.raises(cuda.CudaCompileError, match='identifier "undefined_name" is undefined'):
+        cuda.cuda_cell("", "int main() { return undefined_name; }")
+
+
+def test_program_exiting_non_zero_raises():
+    exe = cuda.build('#include <cstdio>\nint main() { printf("bye\\n"); return 3; }', library=False)
+    with pytest.raises(cuda.CudaRunError, match="exited with code 3"):
+        cuda.run_program(exe)
+    assert cuda.run_program(cuda.build("int main() { return 0; }", library=False)).returncode == 0
+
+
+def test_program_timeout_raises():
+    exe = cuda.build("#include <unistd.h>\nint main() { sleep(10); return 0; }", library=False)
+    with pytest.raises(cuda.CudaRunError, match="longer than"):
+        cuda.run_program(exe, timeout=0.5)
+
+
+def test_builds_are_cached(tmp_path):
+    first = cuda.build("int main() { return 0; }", library=False)
+    assert cuda.build("int main() { return 0; }", library=False) == first
+    assert cuda.build("int main() { return 0; }", library=False, flags=["-O2"]) != first
+
+
+def test_program_cell(capsys):
+    cuda.cuda_cell("", '#include <cstdio>\nint main() { printf("hello from the host\\n"); return 0; }')
+    out = capsys.readouterr().out
+    assert ("hello from the host" in out) if HAS_GPU else ("not run: no CUDA GPU" in out)
+
+
+def test_library_cell_refuses_bad_arguments_before_launch():
+    ns = {}
+    cuda.cuda_cell("", ADD, ns)
+    add = ns["vector_add"]
+    x = torch.ones(8)
+    with pytest.raises(TypeError, match="takes 4 arguments"):
+        add(x)
+    with pytest.raises(TypeError, match="needs a torch.Tensor"):
+        add(1, x, x, 8)
+    with pytest.raises(TypeError, match="needs an int"):
+        ns["twice"](8.0)
+    with pytest.raises(ValueError, match="must be a CUDA tensor"):
+        add(x, x, x, 8)
+    if HAS_GPU:
+        g = torch.ones(8, device="cuda")
+        with pytest.raises(TypeError, match="needs dtype torch.float32"):
+            add(g.half(), g, g, 8)
+        with pytest.raises(ValueError, match="contiguous"):
+            add(torch.ones(8, 2, device="cuda")[:, 0], g, g, 8)
+
+
+@pytest.mark.skipif(HAS_GPU, reason="CPU behaviour")
+def test_library_call_without_gpu_raises():
+    ns = {}
+    cuda.cuda_cell("", ADD, ns)
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        ns["twice"](8)
+
+
+@pytest.mark.skipif(not HAS_GPU, reason="needs a CUDA GPU")
+def test_library_cell_runs_and_reports_cuda_errors():
+    ns = {}
+    cuda.cuda_cell("", ADD, ns)
+    x, y = torch.randn(1000, device="cuda"), torch.randn(1000, device="cuda")
+    out = torch.empty_like(x)
+    ns["vector_add"](x, y, out, 1000)
+    torch.testing.assert_close(out, x + y)
+    with pytest.raises(cuda.CudaError, match="bad_launch"):
+        ns["bad_launch"](out)  # 4096 threads per block is an invalid launch configuration
+    assert ns["twice"](21) == 42
+
+
+def test_cell_without_main_or_extern_c_is_refused():
+    with pytest.raises(ValueError, match="neither main"):
+        cuda.cuda_cell("", "__global__ void k() {}")
+
+
+def test_magic_flags_reach_nvcc():
+    with pytest.raises(cuda.CudaCompileError, match="-DBROKEN"):
+        cuda.cuda_cell("-DBROKEN", "#ifdef BROKEN\n#error broken on purpose\n#endif\nint main() { return 0; }")

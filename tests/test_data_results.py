@@ -1,0 +1,93 @@
+import gzip
+import json
+import struct
+
+import numpy as np
+import pytest
+import torch
+
+from gpu_ml import data, results
+
+
+def _write_idx(path, array, compress):
+    header = struct.pack(">HBB", 0, 8, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape)
+    payload = header + array.astype(np.uint8).tobytes()
+    (gzip.open(str(path) + ".gz", "wb") if compress else open(path, "wb")).write(payload)
+
+
+def _fake_dataset(folder, n_train=6, n_test=4, compress=True):
+    rng = np.random.default_rng(0)
+    folder.mkdir(exist_ok=True)
+    _write_idx(folder / "train-images-idx3-ubyte", rng.integers(0, 256, (n_train, 28, 28)), compress)
+    _write_idx(folder / "train-labels-idx1-ubyte", rng.integers(0, 10, n_train), compress)
+    _write_idx(folder / "t10k-images-idx3-ubyte", rng.integers(0, 256, (n_test, 28, 28)), not compress)
+    _write_idx(folder / "t10k-labels-idx1-ubyte", rng.integers(0, 10, n_test), not compress)
+    return folder
+
+
+@pytest.fixture
+def offline(monkeypatch):
+    def fail(root):
+        raise OSError("no internet")
+
+    monkeypatch.setattr(data, "_download_mnist", fail)
+    monkeypatch.setattr(data, "DEBIAN_FASHION_DIR", "/nonexistent")
+
+
+def test_offline_falls_back_to_fashion_mnist(tmp_path, monkeypatch, offline, capsys):
+    monkeypatch.setenv("FASHION_MNIST_DIR", str(_fake_dataset(tmp_path / "f")))
+    ds = data.load_mnist()
+    assert ds.name == "Fashion-MNIST" and ds.classes[0] == "T-shirt/top"
+    assert ds.train_images.shape == (6, 28, 28) and ds.train_images.dtype == torch.uint8
+    assert ds.test_labels.shape == (4,) and ds.test_labels.dtype == torch.int64
+    assert "Loaded Fashion-MNIST" in capsys.readouterr().out
+    assert data.load_mnist("fashion").name == "Fashion-MNIST"
+
+
+def test_no_dataset_is_a_clear_error(monkeypatch, offline):
+    monkeypatch.delenv("FASHION_MNIST_DIR", raising=False)
+    with pytest.raises(FileNotFoundError, match="FASHION_MNIST_DIR"):
+        data.load_mnist()
+    with pytest.raises(RuntimeError, match="MNIST could not be downloaded"):
+        data.load_mnist("mnist")
+    with pytest.raises(ValueError, match="source"):
+        data.load_mnist("cifar")
+
+
+def test_corrupt_idx_files_are_refused(tmp_path):
+    (tmp_path / "bad").write_bytes(b"\x00\x00\x0d\x01\x00\x00\x00\x02ab")
+    with pytest.raises(ValueError, match="unsigned-byte"):
+        data.read_idx(tmp_path / "bad")
+    (tmp_path / "short").write_bytes(b"\x00\x00\x08\x01\x00\x00\x00\x05ab")
+    with pytest.raises(ValueError, match="header says"):
+        data.read_idx(tmp_path / "short")
+    with pytest.raises(FileNotFoundError, match="lacks"):
+        data.load_idx_dir(tmp_path, "x", ())
+
+
+def test_record_and_render_table(tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "README.md").write_text(f"intro\n{results.START}\nold\n{results.END}\nend\n")
+    monkeypatch.setattr(results, "has_gpu", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    path = results.record("nb", "bandwidth", 4000.0, "GB/s", baseline="torch.add", ratio=0.97, root=tmp_path)
+    results.record("nb", "bandwidth", 4100.0, "GB/s", baseline="torch.add", ratio=0.98, root=tmp_path)
+    entries = json.loads(path.read_text())
+    assert path.name == "nvidia-h200.json" and len(entries) == 1 and entries[0]["value"] == 4100.0
+    results.update_readme(tmp_path)
+    text = (tmp_path / "README.md").read_text()
+    assert "| NVIDIA H200 | nb | bandwidth | 4100 GB/s | 0.98x torch.add |" in text
+    assert "old" not in text and text.startswith("intro") and text.endswith("end\n")
+
+
+def test_record_on_cpu_stores_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(results, "has_gpu", lambda: False)
+    assert results.record("nb", "m", 1.0, "x", root=tmp_path) is None
+    assert not (tmp_path / "results").exists()
+
+
+def test_readme_without_markers_is_refused(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "README.md").write_text("no table here\n")
+    with pytest.raises(ValueError, match="markers"):
+        results.update_readme(tmp_path)

@@ -1,0 +1,71 @@
+import os
+import sys
+import types
+
+import pytest
+import torch
+
+import gpu_ml
+from gpu_ml import check, pick
+from gpu_ml.env import Env
+
+
+def test_pick_and_setup_follow_the_machine():
+    env = gpu_ml.setup(quiet=True)
+    assert env.gpu == torch.cuda.is_available()
+    assert pick(gpu="big", cpu="small") == ("big" if env.gpu else "small")
+    assert "torch" in env.versions and env.summary()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU behaviour")
+def test_setup_on_cpu_switches_triton_to_the_interpreter(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    env = gpu_ml.setup(quiet=True)
+    assert env.mode == "cpu" and env.arch is None
+    assert os.environ["TRITON_INTERPRET"] == "1"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU behaviour")
+def test_setup_after_a_compiled_kernel_is_refused(monkeypatch):
+    from triton.runtime.jit import JITFunction
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    main = types.ModuleType("__main__")
+    main.my_kernel = object.__new__(JITFunction)
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    with pytest.raises(RuntimeError, match="my_kernel"):
+        gpu_ml.setup(quiet=True)
+
+
+def test_env_arch():
+    assert Env("gpu", "NVIDIA H200", (9, 0), 132).arch == "sm_90a"
+    assert Env("gpu", "NVIDIA A100", (8, 0), 108).arch == "sm_80"
+
+
+def test_check_passes_and_prints(capsys):
+    check(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.000001]), name="y")
+    assert "y: close" in capsys.readouterr().out
+    check(torch.tensor([float("nan"), float("inf")]), torch.tensor([float("nan"), float("inf")]))
+
+
+def test_check_uses_dtype_tolerance():
+    check(torch.tensor([1.0], dtype=torch.float16), torch.tensor([1.001], dtype=torch.float16), quiet=True)
+    with pytest.raises(AssertionError):
+        check(torch.tensor([1.0]), torch.tensor([1.001]), quiet=True)
+
+
+def test_check_mismatch_names_the_worst_element():
+    expected = torch.zeros(3, 4)
+    actual = expected.clone()
+    actual[2, 1] = 5.0
+    with pytest.raises(AssertionError, match=r"1 of 12 elements differ.*worst at \(2, 1\): got 5"):
+        check(actual, expected, quiet=True)
+
+
+def test_check_refuses_shape_mismatch_nan_and_non_tensors():
+    with pytest.raises(AssertionError, match="shape"):
+        check(torch.zeros(3), torch.zeros(4))
+    with pytest.raises(AssertionError):
+        check(torch.tensor([float("nan")]), torch.tensor([0.0]), quiet=True)
+    with pytest.raises(TypeError):
+        check([1.0], torch.zeros(1))

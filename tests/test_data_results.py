@@ -12,7 +12,8 @@ from gpu_ml import data, results
 def _write_idx(path, array, compress):
     header = struct.pack(">HBB", 0, 8, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape)
     payload = header + array.astype(np.uint8).tobytes()
-    (gzip.open(str(path) + ".gz", "wb") if compress else open(path, "wb")).write(payload)
+    with gzip.open(str(path) + ".gz", "wb") if compress else open(path, "wb") as f:
+        f.write(payload)
 
 
 def _fake_dataset(folder, n_train=6, n_test=4, compress=True):

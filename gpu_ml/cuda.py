@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu_ml.env import has_gpu
+from gpu_ml.env import has_gpu, nvcc_arch
 
 DEFAULT_ARCH = "sm_80"  # without a GPU to ask: Ampere, the oldest arch with bf16 mma and cp.async
 
@@ -158,8 +158,7 @@ def default_arch() -> str:
     if has_gpu():
         import torch
 
-        major, minor = torch.cuda.get_device_capability()
-        return f"sm_{major}{minor}{'a' if major >= 9 else ''}"
+        return nvcc_arch(torch.cuda.get_device_capability())
     return DEFAULT_ARCH
 
 

@@ -31,11 +31,7 @@ class Env:
     @property
     def arch(self) -> str | None:
         """nvcc architecture of this GPU, e.g. "sm_90a" on Hopper, or None on CPU."""
-        if self.capability is None:
-            return None
-        major, minor = self.capability
-        suffix = "a" if major >= 9 else ""  # arch-specific features (wgmma, TMA) need the "a"
-        return f"sm_{major}{minor}{suffix}"
+        return None if self.capability is None else nvcc_arch(self.capability)
 
     def summary(self) -> str:
         """One line: device, SMs, capability and versions."""
@@ -44,6 +40,13 @@ class Env:
             parts.append(f"{self.sm_count} SMs, sm_{self.capability[0]}{self.capability[1]}")
         parts.append(", ".join(f"{k} {v}" for k, v in self.versions.items()))
         return " | ".join(parts)
+
+
+def nvcc_arch(capability: tuple[int, int]) -> str:
+    """nvcc -arch for a compute capability: (9, 0) -> "sm_90a", (8, 6) -> "sm_86"."""
+    major, minor = capability
+    suffix = "a" if major >= 9 else ""  # arch-specific features (wgmma, TMA) need the "a"
+    return f"sm_{major}{minor}{suffix}"
 
 
 def has_gpu() -> bool:
@@ -80,12 +83,8 @@ def _defined_jit_kernels() -> list[str]:
         return []
     from triton.runtime.jit import JITFunction
 
-    main = sys.modules.get("__main__")
-    names = []
-    for name, value in vars(main).items() if main is not None else []:
-        if isinstance(value, JITFunction):
-            names.append(name)
-    return names
+    namespace = vars(sys.modules["__main__"]) if "__main__" in sys.modules else {}
+    return [name for name, value in namespace.items() if isinstance(value, JITFunction)]
 
 
 def _colab_install() -> None:

@@ -1,7 +1,7 @@
 """gpu_ml: the small toolkit the notebooks share (setup, checks, benchmarks, %%cuda, data, specs)."""
 
 from gpu_ml.bench import bench, gbps, geomean, sweep, tflops
-from gpu_ml.check import check
+from gpu_ml.check import check, expect_raises
 from gpu_ml.env import Env, has_gpu, pick, setup
 
-__all__ = ["Env", "bench", "check", "gbps", "geomean", "has_gpu", "pick", "setup", "sweep", "tflops"]
+__all__ = ["Env", "bench", "check", "expect_raises", "gbps", "geomean", "has_gpu", "pick", "setup", "sweep", "tflops"]

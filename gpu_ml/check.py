@@ -60,3 +60,19 @@ def check(
     if not quiet:
         exact = "exact" if max_abs == 0 else "close"
         print(f"{name}: {exact} ({a.numel()} elements), max abs err {max_abs:.3g}, max rel err {max_rel:.3g}")
+
+
+def expect_raises(fn, error: type[BaseException], match: str) -> BaseException:
+    """Call `fn()` and assert it raises `error` with `match` in its message; print and return it.
+
+    For notebook cells that show a wrapper refusing bad input: the cell fails if nothing, or
+    something else, is raised.
+    """
+    try:
+        fn()
+    except error as exc:
+        if match not in str(exc):
+            raise AssertionError(f"{error.__name__} raised, but its message lacks {match!r}: {exc}") from exc
+        print(f"{error.__name__}: {exc}")
+        return exc
+    raise AssertionError(f"expected {error.__name__} ({match!r}), but nothing was raised")

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import gpu_ml
-from gpu_ml import check, pick
+from gpu_ml import check, expect_raises, pick
 from gpu_ml.env import Env
 
 
@@ -69,3 +69,14 @@ def test_check_refuses_shape_mismatch_nan_and_non_tensors():
         check(torch.tensor([float("nan")]), torch.tensor([0.0]), quiet=True)
     with pytest.raises(TypeError):
         check([1.0], torch.zeros(1))
+
+
+def test_expect_raises():
+    exc = expect_raises(lambda: int("x"), ValueError, "invalid literal")
+    assert isinstance(exc, ValueError)
+    with pytest.raises(AssertionError, match="nothing was raised"):
+        expect_raises(lambda: 1, ValueError, "x")
+    with pytest.raises(AssertionError, match="lacks"):
+        expect_raises(lambda: int("x"), ValueError, "other words")
+    with pytest.raises(KeyError):
+        expect_raises(lambda: {}["k"], ValueError, "k")  # another error type propagates

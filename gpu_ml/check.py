@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 # Default tolerances by dtype: (atol, rtol). Half precision keeps ~3 decimal digits, bf16 ~2.
@@ -51,7 +52,7 @@ def check(
     if bad.any():
         n_bad = int(bad.sum())
         worst = int(torch.argmax(diff.masked_fill(~bad, -1.0)))
-        index = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), a.shape))
+        index = tuple(int(i) for i in np.unravel_index(worst, tuple(a.shape)))
         raise AssertionError(
             f"{name}: {n_bad} of {a.numel()} elements differ (atol={atol:g}, rtol={rtol:g}); "
             f"worst at {index}: got {a.flatten()[worst].item():.6g}, expected {e.flatten()[worst].item():.6g}; "

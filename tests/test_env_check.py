@@ -80,3 +80,9 @@ def test_expect_raises():
         expect_raises(lambda: int("x"), ValueError, "other words")
     with pytest.raises(KeyError):
         expect_raises(lambda: {}["k"], ValueError, "k")  # another error type propagates
+
+
+def test_force_cpu(monkeypatch):
+    monkeypatch.setenv("GPU_ML_FORCE_CPU", "1")
+    assert not gpu_ml.has_gpu()
+    assert pick(gpu="big", cpu="small") == "small"

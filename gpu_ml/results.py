@@ -77,7 +77,7 @@ def table(root: Path | None = None) -> str:
     ]
     for path in sorted((project_root(root) / "results").glob("*.json")):
         for e in json.loads(path.read_text()):
-            ratio = f"{e['ratio']:.2f}x {e['baseline']}" if e.get("ratio") is not None else e.get("baseline", "")
+            ratio = f"{e['ratio']:.3f}x {e['baseline']}" if e.get("ratio") is not None else e.get("baseline", "")
             v = e["versions"]
             stamp = f"torch {v.get('torch', '?')}, triton {v.get('triton', '-')}, {e['date']}"
             rows.append(

@@ -77,7 +77,7 @@ def test_record_and_render_table(tmp_path, monkeypatch):
     assert path.name == "nvidia-h200.json" and len(entries) == 1 and entries[0]["value"] == 4100.0
     results.update_readme(tmp_path)
     text = (tmp_path / "README.md").read_text()
-    assert "| NVIDIA H200 | nb | bandwidth | 4100 GB/s | 0.98x torch.add |" in text
+    assert "| NVIDIA H200 | nb | bandwidth | 4100 GB/s | 0.980x torch.add |" in text
     assert "old" not in text and text.startswith("intro") and text.endswith("end\n")
 
 

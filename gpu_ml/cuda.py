@@ -234,6 +234,7 @@ class CudaFunction:
 
     def __init__(self, lib: ctypes.CDLL, name: str, restype: str, params: list[Param]):
         self.name, self.params, self.sync = name, params, True
+        self.library = Path(lib._name)  # the built .so; its folder also holds the cell's source, cell.cu
         self._lib = lib
         self._fn = getattr(lib, name)
         self._fn.restype = None if restype == "void" else _SCALAR_TYPES[restype]

@@ -79,6 +79,14 @@ def test_program_cell(capsys):
     assert ("hello from the host" in out) if HAS_GPU else ("not run: no CUDA GPU" in out)
 
 
+def test_library_function_knows_its_build():
+    ns = {}
+    cuda.cuda_cell("", ADD, ns)
+    library = ns["vector_add"].library
+    assert library.name == "libcell.so" and library.exists()
+    assert "vector_add" in library.with_name("cell.cu").read_text()
+
+
 def test_library_cell_refuses_bad_arguments_before_launch():
     ns = {}
     cuda.cuda_cell("", ADD, ns)

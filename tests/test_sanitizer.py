@@ -1,0 +1,220 @@
+"""compute-sanitizer (memcheck and racecheck) on the matmul kernels of cuda/02-matrix-ops.
+
+Each kernel is taken from its notebook: the `%%cuda` cell that defines the kernel's `extern "C"` host
+function. A small host program is appended (allocate exactly-sized buffers, fill them, launch through
+the host function, compare with a CPU reference), built with `gpu_ml.cuda.build(..., library=False)`
+and run under `compute-sanitizer --tool memcheck` and `--tool racecheck`. A reported error, a missing
+summary line, a wrong result or a non-zero exit fails the test.
+
+Without a GPU (CI), only the extraction and a compile of the generated programs run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gpu_ml import cuda
+from gpu_ml.env import has_gpu
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "cuda" / "02-matrix-ops"
+
+# extern "C" function -> (notebook, M, N, K). Shapes are valid for the kernel (the fast ones need whole
+# tiles; their Python wrappers pad other shapes), span several blocks in M and N, and take more K steps
+# than the pipelines have stages, so that every stage is reused. sgemm_shared/1d/2d take any shape.
+KERNELS = {
+    "sgemm_shared": ("01_matmul_naive_to_shared.ipynb", 127, 129, 131),
+    "sgemm_1d": ("02_matmul_register_tiling.ipynb", 127, 129, 131),
+    "sgemm_2d": ("02_matmul_register_tiling.ipynb", 127, 129, 131),
+    "sgemm_vec": ("02_matmul_register_tiling.ipynb", 256, 384, 24),
+    "sgemm_nobank": ("02_matmul_register_tiling.ipynb", 256, 384, 24),
+    "sgemm_warptile": ("02_matmul_register_tiling.ipynb", 256, 384, 24),
+    "sgemm_pipelined": ("02_matmul_register_tiling.ipynb", 256, 384, 40),
+    "hgemm_wmma_f16": ("03_tensor_cores.ipynb", 256, 256, 96),
+    "hgemm_mma_f16": ("03_tensor_cores.ipynb", 256, 512, 160),
+    "hgemm_mma_bf16": ("03_tensor_cores.ipynb", 256, 512, 160),
+    "hgemm_wgmma_f16": ("03_tensor_cores.ipynb", 256, 512, 320),
+}
+HOPPER_ONLY = {"hgemm_wgmma_f16"}
+ELEMENT = {"float": "float", "half": "half", "__half": "half", "__nv_bfloat16": "__nv_bfloat16"}
+TOLERANCE = {"float": 1e-4, "half": 1e-2, "__nv_bfloat16": 2e-2}  # relative to 1 + |reference|
+
+HARNESS = r"""
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+static float to_f(float x) { return x; }
+static float to_f(half x) { return __half2float(x); }
+static float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T> static T from_f(float x);
+template <> float from_f<float>(float x) { return x; }
+template <> half from_f<half>(float x) { return __float2half_rn(x); }
+template <> __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+
+#define CHECK(call)                                                                               \
+    do {                                                                                          \
+        cudaError_t e_ = (call);                                                                  \
+        if (e_ != cudaSuccess) {                                                                  \
+            std::printf("CUDA error %s at line %d\n", cudaGetErrorString(e_), __LINE__);          \
+            return 2;                                                                             \
+        }                                                                                         \
+    } while (0)
+
+int main() {
+    using T = ELEMENT_T;
+    const int M = SHAPE_M, N = SHAPE_N, K = SHAPE_K;
+    std::vector<T> a(size_t(M) * K), b(size_t(K) * N), c(size_t(M) * N);
+    unsigned state = 12345u;
+    auto uniform = [&] {  // a small LCG: the same numbers on every machine
+        state = state * 1664525u + 1013904223u;
+        return float((state >> 8) & 0xFFFF) / 32768.0f - 1.0f;
+    };
+    for (auto& x : a) x = from_f<T>(uniform());
+    for (auto& x : b) x = from_f<T>(uniform());
+    T *da, *db, *dc;  // exactly sized: memcheck flags any access past the end
+    CHECK(cudaMalloc(&da, a.size() * sizeof(T)));
+    CHECK(cudaMalloc(&db, b.size() * sizeof(T)));
+    CHECK(cudaMalloc(&dc, c.size() * sizeof(T)));
+    CHECK(cudaMemcpy(da, a.data(), a.size() * sizeof(T), cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(db, b.data(), b.size() * sizeof(T), cudaMemcpyHostToDevice));
+    CHECK(cudaMemset(dc, 0xFF, c.size() * sizeof(T)));  // NaN wherever the kernel writes nothing
+    const int rc = FUNCTION(da, db, dc, M, N, K EXTRA_ARGS);
+    if (rc != 0) { std::printf("FUNCTION returned CUDA error %d\n", rc); return 3; }
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaMemcpy(c.data(), dc, c.size() * sizeof(T), cudaMemcpyDeviceToHost));
+    double worst = 0.0;
+    for (int i = 0; i < M; ++i)
+        for (int j = 0; j < N; ++j) {
+            double ref = 0.0;
+            for (int k = 0; k < K; ++k) ref += double(to_f(a[size_t(i) * K + k])) * double(to_f(b[size_t(k) * N + j]));
+            const double err = std::fabs(ref - double(to_f(c[size_t(i) * N + j]))) / (1.0 + std::fabs(ref));
+            if (!(err <= worst)) worst = err;  // a NaN makes worst NaN
+        }
+    CHECK(cudaFree(da));
+    CHECK(cudaFree(db));
+    CHECK(cudaFree(dc));
+    std::printf("FUNCTION %dx%dx%d: max relative error %.3g\n", M, N, K, worst);
+    return worst <= TOLERANCE_V ? 0 : 4;
+}
+"""
+
+
+def cuda_cells(notebook: Path) -> list[tuple[str, str]]:
+    """(magic line, CUDA source) of every `%%cuda` cell of a notebook."""
+    cells = []
+    for cell in json.loads(notebook.read_text())["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "code" and source.startswith("%%cuda"):
+            line, _, body = source.partition("\n")
+            cells.append((line, body))
+    return cells
+
+
+def find_kernel(name: str, notebook: str | None = None) -> tuple[str, str]:
+    """The (magic line, source) of the one `%%cuda` cell that defines the host function `name`."""
+    notebook = NOTEBOOKS / (notebook or KERNELS[name][0])
+    hits = [(line, body) for line, body in cuda_cells(notebook) if name in cuda.parse_signatures(body)]
+    assert len(hits) == 1, f"{name}: {len(hits)} %%cuda cells of {notebook.name} define it (expected 1)"
+    return hits[0]
+
+
+def program(name: str) -> tuple[str, str | None]:
+    """The kernel's cell with a host main appended, and the -arch its magic line asks for (or None)."""
+    line, body = find_kernel(name)
+    ret, params = cuda.parse_signatures(body)[name]
+    element = ELEMENT[params[0].ctype]
+    M, N, K = KERNELS[name][1:]
+    extra = ", 0" if len(params) == 7 else ""  # the stream argument of the HGEMM functions: the default stream
+    main = (
+        HARNESS.replace("ELEMENT_T", element)
+        .replace("SHAPE_M", str(M))
+        .replace("SHAPE_N", str(N))
+        .replace("SHAPE_K", str(K))
+        .replace("FUNCTION", name)
+        .replace(" EXTRA_ARGS", extra)
+        .replace("TOLERANCE_V", repr(TOLERANCE[element]))
+    )
+    arch = re.search(r"--arch[ =](\S+)", line)
+    return body + "\n" + main, arch.group(1) if arch else None
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_kernel_is_found_with_a_gemm_signature(name):
+    """Runs everywhere: each named kernel is defined by exactly one cell, as (A, B, C, M, N, K[, stream])."""
+    _, body = find_kernel(name)
+    ret, params = cuda.parse_signatures(body)[name]
+    assert ret == "int", f"{name} must return its CUDA error code"
+    assert [p.pointer for p in params[:3]] == [True] * 3 and len({p.ctype for p in params[:3]}) == 1
+    assert params[0].ctype in ELEMENT
+    assert [(p.name, p.ctype) for p in params[3:6]] == [("M", "int"), ("N", "int"), ("K", "int")]
+    assert len(params) == 6 or (len(params) == 7 and params[6].ctype == "long long")
+
+
+def test_a_missing_kernel_is_reported():
+    with pytest.raises(AssertionError, match="0 %%cuda cells"):
+        find_kernel("no_such_kernel", "01_matmul_naive_to_shared.ipynb")
+
+
+def have_nvcc() -> bool:
+    try:
+        return bool(cuda.nvcc())
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not have_nvcc(), reason="nvcc not found")
+@pytest.mark.parametrize("name", ["sgemm_shared", "hgemm_mma_bf16", "hgemm_wgmma_f16"])
+def test_harness_compiles(name, tmp_path, monkeypatch):
+    """The generated programs are valid CUDA C++ (one SGEMM, one mma.sync and the sm_90a wgmma cell)."""
+    monkeypatch.setenv("GPU_ML_CACHE", str(tmp_path))
+    source, arch = program(name)
+    assert cuda.build(source, library=False, arch=arch).exists()
+
+
+def sanitizer() -> str | None:
+    """compute-sanitizer on PATH, or next to nvcc."""
+    found = shutil.which("compute-sanitizer")
+    if found:
+        return found
+    try:
+        candidate = Path(cuda.nvcc()).parent / "compute-sanitizer"
+    except FileNotFoundError:
+        return None
+    return str(candidate) if candidate.exists() else None
+
+
+SUMMARY = {  # the line that says the tool finished and found nothing
+    "memcheck": re.compile(r"ERROR SUMMARY: 0 errors"),
+    "racecheck": re.compile(r"ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards displayed \(0 errors"),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not has_gpu(), reason="needs a CUDA GPU")
+@pytest.mark.skipif(sanitizer() is None, reason="compute-sanitizer not found")
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_sanitizer_reports_no_error(name, tool):
+    import torch
+
+    if name in HOPPER_ONLY and torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip(f"{name} needs a Hopper GPU (sm_90a)")
+    source, arch = program(name)
+    exe = cuda.build(source, library=False, arch=arch)
+    proc = subprocess.run(
+        [sanitizer(), "--tool", tool, "--error-exitcode", "1", str(exe)], capture_output=True, text=True, timeout=900
+    )
+    output = proc.stdout + proc.stderr
+    print(output)
+    assert proc.returncode == 0, f"{tool} on {name}: exit code {proc.returncode}\n{output[-4000:]}"
+    assert f"{name} " in output and "max relative error" in output, f"the program did not finish:\n{output[-4000:]}"
+    assert SUMMARY[tool].search(output), f"{tool} printed no clean summary for {name}:\n{output[-4000:]}"

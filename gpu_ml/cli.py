@@ -3,6 +3,8 @@
 gpu-ml execute NOTEBOOK...   run each notebook top to bottom (nbclient) and save its outputs,
                              stamping GPU, versions and date into its metadata
 gpu-ml results               rewrite the README's results table from results/*.json
+gpu-ml export [--check]      write gpu_ml/kernels/ from the notebooks' `#| export` cells
+                             (--check: only list what differs, exit 1 if anything does)
 """
 
 from __future__ import annotations
@@ -50,11 +52,22 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("notebooks", nargs="+", type=Path)
     run.add_argument("--timeout", type=int, default=1800, help="per-cell timeout in seconds")
     sub.add_parser("results", help="rewrite the README results table from results/*.json")
+    exp = sub.add_parser("export", help="generate gpu_ml/kernels from the notebooks' exported cells")
+    exp.add_argument("--check", action="store_true", help="only report differences; exit 1 if any")
     args = parser.parse_args(argv)
     if args.command == "execute":
         for path in args.notebooks:
             print(f"executing {path}", flush=True)
             execute(path, timeout=args.timeout)
+    elif args.command == "export":
+        from gpu_ml import export
+
+        if args.check:
+            problems = export.out_of_date()
+            print("\n".join(problems) or "gpu_ml/kernels is in sync with the notebooks")
+            return 1 if problems else 0
+        for path in export.export():
+            print(f"wrote {path.relative_to(export.ROOT)}")
     else:
         from gpu_ml.results import update_readme
 

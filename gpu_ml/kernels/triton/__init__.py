@@ -1,0 +1,1 @@
+"""Triton kernels of the Triton track, one module per lesson topic (generated: do not edit)."""

@@ -1,0 +1,75 @@
+"""One input check for every kernel wrapper: refuse, before any launch, what a kernel cannot take."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+INT32_MAX = 2**31 - 1
+
+
+def interpreting() -> bool:
+    """True when Triton runs kernels in its interpreter (CPU mode: `setup()` set TRITON_INTERPRET=1)."""
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def kernel_device() -> str:
+    """Where tensors must live for the kernels in this mode: "cpu" in the interpreter, else "cuda"."""
+    return "cpu" if interpreting() else "cuda"
+
+
+def usable(dtypes: tuple[torch.dtype, ...]) -> tuple[torch.dtype, ...]:
+    """The dtypes of `dtypes` the kernels can run in this mode: all on a GPU, no bf16 in the interpreter."""
+    return tuple(d for d in dtypes if not (d == torch.bfloat16 and interpreting()))
+
+
+def require(
+    fn: str,
+    /,
+    *,
+    dtypes: tuple[torch.dtype, ...] = FLOATS,
+    ndim: int | None = None,
+    contiguous: bool = False,
+    same_shape: bool = False,
+    max_numel: int | None = None,
+    **tensors: object,
+) -> None:
+    """Raise TypeError/ValueError naming `fn` and the argument unless every tensor in `tensors` fits.
+
+    Each must be a torch.Tensor on the kernels' device (`kernel_device()`), of one of `dtypes`
+    (never bf16 in the interpreter, which has no bf16 arithmetic), with `ndim` dimensions,
+    contiguous if asked, and at most `max_numel` elements. All share one device and dtype, and one
+    shape if `same_shape`.
+    """
+    first_name, first = None, None
+    for name, t in tensors.items():
+        where = f"{fn}(): {name}"
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{where} must be a torch.Tensor, got {type(t).__name__}")
+        expected = kernel_device()
+        if t.device.type != expected:
+            mode = "on the CPU (Triton's interpreter)" if expected == "cpu" else "on the GPU"
+            raise ValueError(f"{where} is on {t.device}, but the kernels run {mode}: use .to({expected!r})")
+        if t.dtype not in dtypes:
+            raise TypeError(f"{where} has dtype {t.dtype}; supported: {', '.join(map(str, dtypes))}")
+        if t.dtype == torch.bfloat16 and interpreting():
+            raise TypeError(f"{where} has dtype torch.bfloat16: bfloat16 needs a GPU (Triton's interpreter has no "
+                            "bf16 arithmetic)")
+        if ndim is not None and t.dim() != ndim:
+            raise ValueError(f"{where} must be {ndim}-D, got shape {tuple(t.shape)}")
+        if contiguous and not t.is_contiguous():
+            raise ValueError(f"{where} must be contiguous, got shape {tuple(t.shape)} with strides {t.stride()} "
+                             "(call .contiguous())")
+        if max_numel is not None and t.numel() > max_numel:
+            raise ValueError(f"{where} has {t.numel()} elements; at most {max_numel} fit the kernel's int32 offsets")
+        if first is None:
+            first_name, first = name, t
+            continue
+        if t.device != first.device:
+            raise ValueError(f"{fn}(): devices differ: {first_name} on {first.device}, {name} on {t.device}")
+        if t.dtype != first.dtype:
+            raise TypeError(f"{fn}(): dtypes differ: {first_name} {first.dtype} vs {name} {t.dtype}")
+        if same_shape and t.shape != first.shape:
+            raise ValueError(f"{fn}(): shapes differ: {first_name} {tuple(first.shape)} vs {name} {tuple(t.shape)}")

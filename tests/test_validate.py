@@ -1,0 +1,46 @@
+"""`gpu_ml.validate.require`: the one input check every kernel wrapper calls before a launch."""
+
+import pytest
+import torch
+
+from gpu_ml.validate import interpreting, kernel_device, require, usable
+
+
+@pytest.fixture
+def cpu_mode(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+
+def test_accepts_what_fits(cpu_mode):
+    x = torch.randn(3, 4)
+    require("f", x=x, y=torch.randn(3, 4), ndim=2, contiguous=True, same_shape=True, max_numel=12)
+    assert interpreting() and kernel_device() == "cpu"
+
+
+@pytest.mark.parametrize(
+    ("tensors", "options", "error", "message"),
+    [
+        ({"x": [1.0]}, {}, TypeError, "f(): x must be a torch.Tensor, got list"),
+        ({"x": torch.zeros(2, device="meta")}, {}, ValueError, "f(): x is on meta"),
+        ({"x": torch.zeros(2, dtype=torch.float64)}, {}, TypeError, "x has dtype torch.float64; supported"),
+        ({"x": torch.zeros(2, dtype=torch.bfloat16)}, {}, TypeError, "bfloat16 needs a GPU"),
+        ({"x": torch.zeros(2)}, {"ndim": 2}, ValueError, "x must be 2-D, got shape (2,)"),
+        ({"x": torch.zeros(3, 2).T}, {"contiguous": True}, ValueError, "x must be contiguous"),
+        ({"x": torch.zeros(5)}, {"max_numel": 4}, ValueError, "at most 4 fit"),
+        ({"x": torch.zeros(2), "y": torch.zeros(2).half()}, {}, TypeError, "dtypes differ: x torch.float32 vs y"),
+        ({"x": torch.zeros(2), "y": torch.zeros(3)}, {"same_shape": True}, ValueError, "shapes differ: x (2,)"),
+        ({"x": torch.zeros(2, dtype=torch.int32)}, {"dtypes": (torch.int64,)}, TypeError, "supported: torch.int64"),
+    ],
+)
+def test_refuses_with_a_message_naming_the_function_and_argument(cpu_mode, tensors, options, error, message):
+    with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")):
+        require("f", **options, **tensors)
+
+
+def test_device_follows_the_mode(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert kernel_device() == "cuda" and usable((torch.float32, torch.bfloat16)) == (torch.float32, torch.bfloat16)
+    with pytest.raises(ValueError, match="the kernels run on the GPU"):
+        require("f", x=torch.zeros(2))
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert usable((torch.float32, torch.bfloat16)) == (torch.float32,)

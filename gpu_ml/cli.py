@@ -66,8 +66,8 @@ def main(argv: list[str] | None = None) -> int:
             problems = export.out_of_date()
             print("\n".join(problems) or "gpu_ml/kernels is in sync with the notebooks")
             return 1 if problems else 0
-        for path in export.export():
-            print(f"wrote {path.relative_to(export.ROOT)}")
+        written = export.export()
+        print("\n".join(f"wrote {p.relative_to(export.ROOT)}" for p in written) or "gpu_ml/kernels was in sync")
     else:
         from gpu_ml.results import update_readme
 

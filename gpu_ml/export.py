@@ -100,13 +100,15 @@ def out_of_date(root: Path = ROOT) -> list[str]:
 
 
 def export(root: Path = ROOT) -> list[Path]:
-    """Write every generated file and delete stale ones; return the paths written."""
+    """Write the generated files that changed and delete stale ones; return the paths written."""
     want = render(root)
     for stale in generated_files(root):
         if stale not in want:
             stale.unlink()
-    for path, text in want.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
+    written = []
+    for path, text in sorted(want.items()):
         if not path.exists() or path.read_text(encoding="utf-8") != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
-    return sorted(want)
+            written.append(path)
+    return written

@@ -1,0 +1,183 @@
+"""The exported kernels (`gpu_ml.kernels`), called directly on awkward inputs, as quack and
+flash-attention test theirs: sizes off the block, one row, one column, empty, views, extreme values.
+
+On a CPU they run in Triton's interpreter at small sizes (conftest sets TRITON_INTERPRET=1 before
+anything imports Triton); on a GPU every dtype runs, bf16 included. The accuracy criterion is
+flash-attention's: our error against a float64 reference at most twice PyTorch's own error in the
+same dtype, plus a small floor.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from gpu_ml.validate import kernel_device, usable
+
+DEVICE = kernel_device()
+GPU = DEVICE == "cuda"
+FLOATS = usable((torch.float32, torch.float16, torch.bfloat16))
+FLOOR = {torch.float32: 1e-6, torch.float16: 1e-3, torch.bfloat16: 8e-3}
+
+
+def assert_as_accurate_as_torch(ours, torch_same_dtype, exact, *, factor=2.0, floor=None, name=""):
+    """max|ours - exact| <= factor * max|torch - exact| + floor, NaN and inf where `exact` has them."""
+    ours, theirs, exact = (t.detach().double().cpu() for t in (ours, torch_same_dtype, exact))
+    assert ours.shape == exact.shape, f"{name}: shape {tuple(ours.shape)} != {tuple(exact.shape)}"
+    special = ~torch.isfinite(exact)
+    assert torch.equal(ours[special].nan_to_num(posinf=1, neginf=-1), exact[special].nan_to_num(posinf=1, neginf=-1)), (
+        f"{name}: NaN/inf differ from the reference"
+    )
+    finite = ~special
+    if not finite.any():
+        return
+    err = (ours[finite] - exact[finite]).abs().max().item()
+    torch_err = (theirs[finite] - exact[finite]).abs().nan_to_num(0.0).max().item()
+    if floor is None:
+        floor = FLOOR[torch_same_dtype.dtype] * max(1.0, exact[finite].abs().max().item())
+    bound = factor * torch_err + floor
+    assert err <= bound, f"{name}: error {err:.3g} > {factor} x torch's {torch_err:.3g} + {floor:.2g}"
+
+
+# --- activations (triton/03-nn-components/01_activations) -------------------------------------
+
+from gpu_ml.kernels.triton import activations as act  # noqa: E402
+
+ACT_REFERENCE = {
+    "relu": F.relu,
+    "gelu": F.gelu,
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "silu": F.silu,
+}
+
+
+def _torch_act(name, x, dy):
+    xr = x.detach().clone().requires_grad_()
+    y = ACT_REFERENCE[name](xr)
+    (dx,) = torch.autograd.grad(y, xr, dy)
+    return y.detach(), dx
+
+
+@pytest.mark.parametrize("name", act.ACTIVATIONS)
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", [(0,), (1,), (1023,), (1025,), (2049,), (3, 5, 129), (1, 700), (700, 1)])
+def test_activation_forward_backward(name, dtype, shape):
+    x = (3 * torch.randn(shape, device=DEVICE)).to(dtype)
+    dy = torch.randn(shape, device=DEVICE).to(dtype)
+    y64, dx64 = _torch_act(name, x.double(), dy.double())
+    y_t, dx_t = _torch_act(name, x, dy)
+    assert_as_accurate_as_torch(act.act_forward(x, name), y_t, y64, name=f"{name} forward")
+    assert_as_accurate_as_torch(act.act_backward(x, dy, name), dx_t, dx64, name=f"{name} backward")
+
+
+@pytest.mark.parametrize("name", act.ACTIVATIONS)
+def test_activation_extreme_inputs_match_float64(name):
+    big = [0.0, 1e-4, 1.0, 20.0, 100.0, 1e4, 1e20, 3e38]
+    x = torch.tensor([-v for v in big] + big + [float("inf"), float("-inf"), float("nan")], device=DEVICE)
+    ones = torch.ones_like(x)
+    with np.errstate(all="ignore"):  # the interpreter's NumPy warns on inf * 0, as torch computes it too
+        y, dx = act.act_forward(x, name), act.act_backward(x, ones, name)
+    y64, dx64 = _torch_act(name, x.double(), ones.double())
+    assert y[x.isfinite()].isfinite().all() and dx[x.isfinite()].isfinite().all()
+    torch.testing.assert_close(y.double().cpu(), y64.cpu(), rtol=1e-5, atol=1e-6, equal_nan=True)
+    torch.testing.assert_close(dx.double().cpu(), dx64.cpu(), rtol=1e-5, atol=1e-6, equal_nan=True)
+
+
+def test_activation_autograd_through_views():
+    x = torch.randn(65, 33, device=DEVICE).T.requires_grad_()  # a transposed view: copied, gradient flows back
+    act.activation(x, "gelu").sum().backward()
+    xr = x.detach().clone().requires_grad_()
+    F.gelu(xr).sum().backward()
+    torch.testing.assert_close(x.grad, xr.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_activation_refusals():
+    x = torch.randn(4, 6, device=DEVICE)
+    with pytest.raises(ValueError, match="unknown activation"):
+        act.act_forward(x, "tanh")
+    with pytest.raises(ValueError, match="must be contiguous"):
+        act.act_forward(x.T, "gelu")
+    with pytest.raises(TypeError, match="dtype torch.float64"):
+        act.act_forward(x.double(), "gelu")
+    with pytest.raises(ValueError, match="shapes differ"):
+        act.act_backward(x, x[:3], "silu")
+    with pytest.raises(ValueError, match="power of two"):
+        act.act_forward(x, "relu", block_size=1000)
+
+
+# --- cross-entropy (triton/03-nn-components/05_cross_entropy) ---------------------------------
+
+from gpu_ml.kernels.triton import cross_entropy as ce  # noqa: E402
+
+
+def _ce_reference(x, t, dtype=torch.float64):
+    xr = x.detach().to(dtype).requires_grad_()
+    loss = F.cross_entropy(xr, t)
+    loss.backward()
+    return loss.detach(), xr.grad
+
+
+def _ce_ours(x, t, **kwargs):
+    xo = x.detach().clone().requires_grad_()
+    loss = ce.cross_entropy(xo, t, **kwargs)
+    loss.backward()
+    return loss.detach(), xo.grad
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize(("rows", "V", "block_v"), [(1, 1, None), (3, 2, None), (5, 17, 16), (4, 1000, 256),
+                                                    (2, 5003, 1024), (0, 10, None)])
+def test_cross_entropy_matches_torch(dtype, rows, V, block_v):
+    x = (3 * torch.randn(rows, V, device=DEVICE)).to(dtype)
+    t = torch.randint(0, V, (rows,), device=DEVICE)
+    if rows > 2:
+        t[1] = -100
+    loss, grad = _ce_ours(x, t, block_v=block_v)
+    loss64, grad64 = _ce_reference(x, t)
+    loss_t, grad_t = _ce_reference(x, t, dtype)
+    assert_as_accurate_as_torch(loss, loss_t, loss64, name="loss")
+    assert_as_accurate_as_torch(grad, grad_t, grad64, name="grad")
+
+
+@pytest.mark.parametrize(("V", "block_v"), [(300, 64), (5003, 1024)])
+def test_cross_entropy_masked_vocabulary(V, block_v):
+    """-inf logits (constrained decoding): a whole first block, the last block only, every other class."""
+    x = 3 * torch.randn(4, V, device=DEVICE)
+    x[0, :block_v] = float("-inf")
+    x[1, V - 7 :] = float("-inf")
+    x[2, ::2] = float("-inf")
+    t = torch.tensor([V - 1, 0, 1, 5], device=DEVICE)
+    loss, grad = _ce_ours(x, t, block_v=block_v)
+    loss64, grad64 = _ce_reference(x, t)
+    assert torch.isfinite(loss) and torch.isfinite(grad).all()
+    torch.testing.assert_close(loss.double(), loss64, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(grad.double(), grad64, rtol=1e-4, atol=1e-7)
+
+
+def test_cross_entropy_all_inf_row_is_nan_like_torch():
+    x = torch.randn(3, 100, device=DEVICE)
+    x[1] = float("-inf")
+    t = torch.tensor([1, 2, 3], device=DEVICE)
+    loss, grad = _ce_ours(x, t, block_v=32)
+    loss64, grad64 = _ce_reference(x, t)
+    assert torch.isnan(loss) and torch.isnan(loss64)
+    torch.testing.assert_close(grad.double(), grad64, rtol=1e-4, atol=1e-7, equal_nan=True)
+
+
+def test_cross_entropy_views_and_refusals():
+    wide = torch.randn(16, 107, device=DEVICE)
+    x, t = wide[:, :100], torch.randint(0, 100, (32,), device=DEVICE)[::2]  # strided rows and targets
+    loss, grad = _ce_ours(x, t)
+    loss64, grad64 = _ce_reference(x, t)
+    torch.testing.assert_close(loss.double(), loss64, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(grad.double(), grad64, rtol=1e-4, atol=1e-7)
+    with pytest.raises(ValueError, match="2-D"):
+        ce.cross_entropy(x[0], t[:1])
+    with pytest.raises(TypeError, match="supported: torch.int64"):
+        ce.cross_entropy(x, t.int())
+    with pytest.raises(ValueError, match="V = 0"):
+        ce.cross_entropy(torch.empty(4, 0, device=DEVICE), t[:4])
+    with pytest.raises(ValueError, match="contiguous"):
+        ce.cross_entropy(wide.T[:16], t)

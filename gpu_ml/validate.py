@@ -20,6 +20,11 @@ def kernel_device() -> str:
     return "cpu" if interpreting() else "cuda"
 
 
+def span(t: torch.Tensor) -> int:
+    """Elements from a tensor's first to its last element, both included: the offsets a kernel computes."""
+    return 0 if t.numel() == 0 else 1 + sum((n - 1) * abs(st) for n, st in zip(t.shape, t.stride(), strict=True))
+
+
 def usable(dtypes: tuple[torch.dtype, ...]) -> tuple[torch.dtype, ...]:
     """The dtypes of `dtypes` the kernels can run in this mode: all on a GPU, no bf16 in the interpreter."""
     return tuple(d for d in dtypes if not (d == torch.bfloat16 and interpreting()))
@@ -33,14 +38,15 @@ def require(
     ndim: int | None = None,
     contiguous: bool = False,
     same_shape: bool = False,
-    max_numel: int | None = None,
+    max_span: int | None = None,
     **tensors: object,
 ) -> None:
     """Raise TypeError/ValueError naming `fn` and the argument unless every tensor in `tensors` fits.
 
     Each must be a torch.Tensor on the kernels' device (`kernel_device()`), of one of `dtypes`
     (never bf16 in the interpreter, which has no bf16 arithmetic), with `ndim` dimensions,
-    contiguous if asked, and at most `max_numel` elements. All share one device and dtype, and one
+    contiguous if asked, and spanning at most `max_span` elements of memory (the largest offset the
+    kernel computes, plus one: `numel()` for a contiguous tensor). All share one device and dtype, and one
     shape if `same_shape`.
     """
     first_name, first = None, None
@@ -62,8 +68,8 @@ def require(
         if contiguous and not t.is_contiguous():
             raise ValueError(f"{where} must be contiguous, got shape {tuple(t.shape)} with strides {t.stride()} "
                              "(call .contiguous())")
-        if max_numel is not None and t.numel() > max_numel:
-            raise ValueError(f"{where} has {t.numel()} elements; at most {max_numel} fit the kernel's int32 offsets")
+        if max_span is not None and span(t) > max_span:
+            raise ValueError(f"{where} spans {span(t)} elements; at most {max_span} fit the kernel's int32 offsets")
         if first is None:
             first_name, first = name, t
             continue

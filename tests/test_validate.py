@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from gpu_ml.validate import interpreting, kernel_device, require, usable
+from gpu_ml.validate import interpreting, kernel_device, require, span, usable
 
 
 @pytest.fixture
@@ -13,7 +13,7 @@ def cpu_mode(monkeypatch):
 
 def test_accepts_what_fits(cpu_mode):
     x = torch.randn(3, 4)
-    require("f", x=x, y=torch.randn(3, 4), ndim=2, contiguous=True, same_shape=True, max_numel=12)
+    require("f", x=x, y=torch.randn(3, 4), ndim=2, contiguous=True, same_shape=True, max_span=12)
     assert interpreting() and kernel_device() == "cpu"
 
 
@@ -26,7 +26,8 @@ def test_accepts_what_fits(cpu_mode):
         ({"x": torch.zeros(2, dtype=torch.bfloat16)}, {}, TypeError, "bfloat16 needs a GPU"),
         ({"x": torch.zeros(2)}, {"ndim": 2}, ValueError, "x must be 2-D, got shape (2,)"),
         ({"x": torch.zeros(3, 2).T}, {"contiguous": True}, ValueError, "x must be contiguous"),
-        ({"x": torch.zeros(5)}, {"max_numel": 4}, ValueError, "at most 4 fit"),
+        ({"x": torch.zeros(5)}, {"max_span": 4}, ValueError, "x spans 5 elements; at most 4 fit"),
+        ({"x": torch.zeros(2, 10)[:, :2]}, {"max_span": 11}, ValueError, "x spans 12 elements"),
         ({"x": torch.zeros(2), "y": torch.zeros(2).half()}, {}, TypeError, "dtypes differ: x torch.float32 vs y"),
         ({"x": torch.zeros(2), "y": torch.zeros(3)}, {"same_shape": True}, ValueError, "shapes differ: x (2,)"),
         ({"x": torch.zeros(2, dtype=torch.int32)}, {"dtypes": (torch.int64,)}, TypeError, "supported: torch.int64"),
@@ -44,3 +45,8 @@ def test_device_follows_the_mode(monkeypatch):
         require("f", x=torch.zeros(2))
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     assert usable((torch.float32, torch.bfloat16)) == (torch.float32,)
+
+
+def test_span_counts_the_memory_a_view_reaches():
+    assert span(torch.zeros(3, 4)) == 12 and span(torch.zeros(0, 4)) == 0
+    assert span(torch.zeros(4, 10)[:, :3]) == 33 and span(torch.zeros(1).expand(5)) == 1

@@ -96,7 +96,7 @@ def validate(fn, activation, block_size, **tensors):
         raise ValueError(f"{fn}(): unknown activation {activation!r}; choose one of {ACTIVATIONS}")
     if block_size is not None and (block_size < 16 or block_size & (block_size - 1)):
         raise ValueError(f"{fn}(): block_size must be a power of two >= 16, got {block_size}")
-    require(fn, dtypes=DTYPES, contiguous=True, same_shape=True, max_numel=INT32_MAX, **tensors)
+    require(fn, dtypes=DTYPES, contiguous=True, same_shape=True, max_span=INT32_MAX, **tensors)
 
 
 def default_block(x):

@@ -181,3 +181,119 @@ def test_cross_entropy_views_and_refusals():
         ce.cross_entropy(torch.empty(4, 0, device=DEVICE), t[:4])
     with pytest.raises(ValueError, match="contiguous"):
         ce.cross_entropy(wide.T[:16], t)
+
+
+# --- matmul (triton/02-matrix-ops/02_fast_matmul) ---------------------------------------------
+
+from gpu_ml.kernels.triton import matmul as mm  # noqa: E402
+
+
+def _torch_matmul(a, b):
+    """torch's product in the kernels' precision: fp32 tl.dot uses TF32 on a GPU, so torch does too here."""
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        return a @ b
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+
+
+MM_SHAPES = [(1, 1, 1), (17, 33, 65), (1, 70, 45), (70, 1, 45), (200, 130, 77), (64, 64, 256)]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize(("M", "N", "K"), MM_SHAPES)
+def test_matmul_grouped_with_epilogue(dtype, M, N, K):
+    a, b = torch.randn(M, K, device=DEVICE).to(dtype), torch.randn(K, N, device=DEVICE).to(dtype)
+    bias = torch.randn(N, device=DEVICE).to(dtype)
+    exact = torch.relu(a.double() @ b.double() + bias.double())
+    theirs = torch.relu(_torch_matmul(a, b) + bias)
+    ours = mm.matmul_grouped(a, b, bias, relu=True, BM=32, BN=32, BK=32, GROUP_M=2)
+    assert_as_accurate_as_torch(ours, theirs, exact, name=f"{M}x{N}x{K}")
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize(("M", "N", "K"), [(17, 33, 65), (0, 5, 7), (5, 0, 7), (5, 7, 0), (300, 136, 72)])
+def test_matmul_tuned_any_shape_and_dtype(dtype, M, N, K):
+    """The tuner may only pick configurations that fit the device (fp32 17x33x65 once picked one that did not)."""
+    a, b = torch.randn(M, K, device=DEVICE).to(dtype), torch.randn(K, N, device=DEVICE).to(dtype)
+    c = mm.matmul(a, b)
+    assert c.shape == (M, N) and c.dtype == dtype
+    assert_as_accurate_as_torch(c, _torch_matmul(a, b), a.double() @ b.double(), name=f"{M}x{N}x{K}")
+
+
+def test_matmul_views_and_refusals():
+    a = torch.randn(96, 80, device=DEVICE, dtype=torch.float16)
+    torch.testing.assert_close(mm.matmul_grouped(a.t(), a[:, ::2]), a.t() @ a[:, ::2], rtol=1e-2, atol=1e-2)
+    x = torch.randn(8, 8, device=DEVICE)
+    with pytest.raises(ValueError, match=r"need A \(M x K\)"):
+        mm.matmul(x, torch.randn(9, 8, device=DEVICE))
+    with pytest.raises(TypeError, match="dtypes differ"):
+        mm.matmul(x, x.half())
+    with pytest.raises(ValueError, match="must be 2-D"):
+        mm.matmul(x[None], x)
+    with pytest.raises(ValueError, match="contiguous"):
+        mm.matmul_grouped(x, x, bias=torch.zeros(16, device=DEVICE)[::2])
+
+
+@pytest.mark.skipif(not GPU or torch.cuda.get_device_capability()[0] < 9, reason="TMA needs Hopper")
+@pytest.mark.parametrize(("M", "N", "K"), [(1, 8, 8), (200, 136, 72), (1000, 1032, 200)])
+def test_matmul_tma_kernels(M, N, K):
+    a = torch.randn(M, K, device=DEVICE, dtype=torch.bfloat16)
+    b = torch.randn(K, N, device=DEVICE, dtype=torch.bfloat16)
+    exact = a.double() @ b.double()
+    for kw in (dict(BM=64, BN=128, BK=64, num_warps=4), dict(BM=128, BN=256, BK=64, persistent=True),
+               dict(BM=128, BN=256, BK=64, persistent=True, subtile=True)):
+        assert_as_accurate_as_torch(mm.matmul_tma(a, b, **kw), a @ b, exact, name=f"TMA {kw}")
+
+
+# --- linear layer (triton/03-nn-components/03_linear_layer) -----------------------------------
+
+from gpu_ml.kernels.triton import linear as lin  # noqa: E402
+
+TORCH_ACT = {"none": lambda z: z, "relu": F.relu, "gelu_tanh": lambda z: F.gelu(z, approximate="tanh")}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("activation", lin.ACTIVATIONS)
+@pytest.mark.parametrize(("M", "K", "N"), [(1, 3, 5), (33, 129, 65), (5, 1, 1), (0, 8, 4), (293, 70, 40)])
+def test_linear_layer_forward_and_gradients(dtype, activation, M, K, N):
+    x = torch.randn(M, K, device=DEVICE).to(dtype)
+    w = (torch.randn(N, K, device=DEVICE) / K**0.5).to(dtype)
+    b = torch.randn(N, device=DEVICE).to(dtype)
+    dy = torch.randn(M, N, device=DEVICE).to(dtype)
+    grads = {}
+    for label, fn, cast in (("ours", lin.linear, dtype), ("torch", None, dtype), ("exact", None, torch.float64)):
+        xs, ws, bs = (t.detach().to(cast).requires_grad_() for t in (x, w, b))
+        y = fn(xs, ws, bs, activation) if fn else TORCH_ACT[activation](F.linear(xs, ws, bs))
+        y.backward(dy.to(cast))
+        grads[label] = (y, xs.grad, ws.grad, bs.grad)
+    for i, what in enumerate(("y", "dx", "dw", "db")):
+        assert_as_accurate_as_torch(grads["ours"][i], grads["torch"][i], grads["exact"][i],
+                                    name=f"{what} {activation} {M}x{K}->{N}")
+
+
+def test_linear_layer_layouts_and_extremes():
+    x, w = torch.randn(70, 293, device=DEVICE).T, torch.randn(80, 70, device=DEVICE)[::2] / 70**0.5
+    b = torch.randn(40, device=DEVICE)
+    y, _ = lin.linear_forward(x, w, b, "relu")
+    torch.testing.assert_close(y, F.relu(F.linear(x, w, b)), rtol=1e-4, atol=1e-4)
+    z = torch.tensor([[-1e4, -100, -20, -5, -1, 0, 1, 5, 20, 100, 1e4, float("nan")]], device=DEVICE)
+    dy = torch.ones((), device=DEVICE).expand(z.shape)  # stride 0, as y.sum() gives
+    for activation in ("relu", "gelu_tanh"):
+        zr = z.clone().requires_grad_()
+        (expected,) = torch.autograd.grad(TORCH_ACT[activation](zr), zr, dy)
+        saved = F.relu(z) if activation == "relu" else z
+        torch.testing.assert_close(lin.activation_grad(dy, saved, activation), expected, equal_nan=True)
+
+
+def test_linear_layer_refusals():
+    x, w = torch.randn(8, 6, device=DEVICE), torch.randn(4, 6, device=DEVICE)
+    with pytest.raises(ValueError, match="in_features=5"):
+        lin.linear_forward(x, torch.randn(4, 5, device=DEVICE))
+    with pytest.raises(ValueError, match="contiguous"):
+        lin.linear_forward(x, w, torch.randn(8, device=DEVICE)[::2])
+    with pytest.raises(TypeError, match="dtypes differ"):
+        lin.linear_forward(x.half(), w)
+    with pytest.raises(ValueError, match="activation must be"):
+        lin.linear_forward(x, w, None, "tanh")

@@ -19,11 +19,14 @@ from gpu_ml.validate import kernel_device, usable
 DEVICE = kernel_device()
 GPU = DEVICE == "cuda"
 FLOATS = usable((torch.float32, torch.float16, torch.bfloat16))
-FLOOR = {torch.float32: 1e-6, torch.float16: 1e-3, torch.bfloat16: 8e-3}
+FLOOR = {torch.float32: 1e-6, torch.float16: 1e-3, torch.bfloat16: 8e-3}  # about one ulp at 1.0 (fp32: 8)
 
 
 def assert_as_accurate_as_torch(ours, torch_same_dtype, exact, *, factor=2.0, floor=None, name=""):
-    """max|ours - exact| <= factor * max|torch - exact| + floor, NaN and inf where `exact` has them."""
+    """max|ours - exact| <= factor * max|torch - exact| + floor, NaN and inf where `exact` has them.
+
+    The default floor is about one ulp of the largest exact value in torch's dtype.
+    """
     ours, theirs, exact = (t.detach().double().cpu() for t in (ours, torch_same_dtype, exact))
     assert ours.shape == exact.shape, f"{name}: shape {tuple(ours.shape)} != {tuple(exact.shape)}"
     special = ~torch.isfinite(exact)
@@ -297,3 +300,94 @@ def test_linear_layer_refusals():
         lin.linear_forward(x.half(), w)
     with pytest.raises(ValueError, match="activation must be"):
         lin.linear_forward(x, w, None, "tanh")
+
+
+# --- FlashAttention (triton/05-flash-attention) -----------------------------------------------
+
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
+
+from gpu_ml.kernels.triton import flash_attention as fa  # noqa: E402
+from gpu_ml.kernels.triton import flash_attention_backward as fab  # noqa: E402
+
+FA_DTYPES = usable((torch.float16, torch.bfloat16))
+FA_DIMS = (64, 128) if GPU else (16, 32)
+FA_SHAPES = [  # (B, Hq, Hkv, Nq, Nk, causal, [B, N, H, d] views)
+    (1, 2, 2, 1, 1, False, False), (1, 2, 2, 17, 17, True, False), (1, 2, 2, 100, 100, False, False),
+    (1, 2, 2, 17, 100, True, False), (1, 2, 2, 100, 17, False, False), (2, 4, 2, 33, 33, True, False),
+    (1, 4, 1, 45, 45, False, True),
+]
+
+
+def _attn_inputs(b, hq, hkv, nq, nk, d, dtype, transposed):
+    def make(h, n):
+        if transposed:
+            return torch.randn(b, n, h, d, device=DEVICE).to(dtype).transpose(1, 2)
+        return torch.randn(b, h, n, d, device=DEVICE).to(dtype)
+
+    return make(hq, nq), make(hkv, nk), make(hkv, nk), make(hq, nq)
+
+
+def _sdpa(q, k, v, do, causal, dtype):
+    """SDPA's output and gradients computed in `dtype` (float64: the reference; half: PyTorch's own error)."""
+    leaves = [t.detach().to(dtype).requires_grad_() for t in (q, k, v)]
+    if GPU and dtype != torch.float64:
+        torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True)
+    try:
+        with sdpa_kernel(SDPBackend.MATH):
+            out = F.scaled_dot_product_attention(*leaves, is_causal=causal, enable_gqa=True)
+    finally:
+        if GPU:
+            torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(False)
+    out.backward(do.to(dtype))
+    return [out.detach()] + [t.grad for t in leaves]
+
+
+@pytest.mark.parametrize("dtype", FA_DTYPES)
+@pytest.mark.parametrize("d", FA_DIMS)
+@pytest.mark.parametrize(("b", "hq", "hkv", "nq", "nk", "causal", "transposed"), FA_SHAPES)
+def test_flash_attention_forward_and_backward(dtype, d, b, hq, hkv, nq, nk, causal, transposed):
+    q, k, v, do = _attn_inputs(b, hq, hkv, nq, nk, d, dtype, transposed)
+    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+    o = fab.flash_attention(*leaves, causal)
+    o.backward(do)
+    ours = [o.detach()] + [t.grad for t in leaves]
+    exact, theirs = _sdpa(q, k, v, do, causal, torch.float64), _sdpa(q, k, v, do, causal, dtype)
+    for name, mine, t, e in zip(("O", "dQ", "dK", "dV"), ours, theirs, exact, strict=True):
+        assert_as_accurate_as_torch(mine, t, e, name=f"{name} {dtype} d={d}")
+    lse = fa.flash_attention_forward(q, k, v, causal)[1]
+    s = q.double() @ k.double().repeat_interleave(hq // hkv, 1).transpose(-2, -1) * d**-0.5
+    if causal:
+        s = s.masked_fill(torch.ones(nq, nk, dtype=torch.bool, device=DEVICE).triu(1), float("-inf"))
+    torch.testing.assert_close(lse.double(), torch.logsumexp(s, -1), atol=2e-3, rtol=1e-4)
+
+
+def test_flash_attention_large_scores():
+    """Logits with a standard deviation of ~30: the running maximum keeps exp from overflowing."""
+    q, k, v, _ = _attn_inputs(1, 2, 2, 64, 64, FA_DIMS[0], torch.float16, False)
+    o, _ = fa.flash_attention_forward(q * 30, k, v, causal=True)
+    ref = F.scaled_dot_product_attention((q * 30).double(), k.double(), v.double(), is_causal=True)
+    torch.testing.assert_close(o.double(), ref, atol=1e-2, rtol=1e-2)
+
+
+def test_flash_attention_refusals():
+    x = torch.randn(1, 2, 8, 32, device=DEVICE, dtype=torch.float16)
+    with pytest.raises(ValueError, match="shapes must be"):
+        fa.flash_attention_forward(x, x, x[..., :16])
+    with pytest.raises(ValueError, match="multiple of"):
+        fa.flash_attention_forward(torch.randn(1, 3, 8, 32, device=DEVICE, dtype=torch.float16), x, x)
+    with pytest.raises(ValueError, match="empty dimension"):
+        fa.flash_attention_forward(x[:, :, :0], x, x)
+    with pytest.raises(TypeError, match="supported: torch.float16"):
+        fa.flash_attention_forward(x.float(), x.float(), x.float())
+    with pytest.raises(ValueError, match="contiguous"):
+        z = torch.randn(1, 2, 32, 8, device=DEVICE, dtype=torch.float16).transpose(-2, -1)
+        fa.flash_attention_forward(z, z, z)
+    # [B, N, H, d] with N * H * d >= 2^31: 4.3 GB allocated, never written or read
+    wide = torch.empty(1, 2**17, 129, 128, device=DEVICE, dtype=torch.float16)
+    q = wide[:, :, :1].transpose(1, 2)
+    with pytest.raises(ValueError, match="int32 offsets"):
+        fa.flash_attention_forward(q, q, q)
+    q_ok = torch.zeros(q.shape, device=DEVICE, dtype=torch.float16)  # [1, 1, 2^17, 128] contiguous: accepted
+    lse = torch.zeros(q.shape[:3], device=DEVICE)
+    with pytest.raises(ValueError, match="do: the rows of one head span"):
+        fab.flash_attention_backward(q, q_ok, q_ok, q_ok, q_ok, lse)

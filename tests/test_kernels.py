@@ -395,3 +395,62 @@ def test_flash_attention_refusals():
     lse = torch.zeros(q.shape[:3], device=DEVICE)
     with pytest.raises(ValueError, match="do: the rows of one head span"):
         fab.flash_attention_backward(q, q_ok, q_ok, q_ok, q_ok, lse)
+
+
+# --- LayerNorm and RMSNorm (triton/03-nn-components/04_layernorm) -----------------------------
+
+from gpu_ml.kernels.triton import layernorm as ln  # noqa: E402
+
+
+def _norm_grads(kind, x, w, b, dy, dtype):
+    leaves = [t.detach().to(dtype).requires_grad_() for t in ((x, w, b) if kind == "layer" else (x, w))]
+    if kind == "layer":
+        y = F.layer_norm(leaves[0], (x.shape[1],), leaves[1], leaves[2], 1e-5)
+    else:
+        y = F.rms_norm(leaves[0], (x.shape[1],), leaves[1], 1e-6)
+    y.backward(dy.to(dtype))
+    return [y.detach()] + [t.grad for t in leaves]
+
+
+@pytest.mark.parametrize("kind", ["layer", "rms"])
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize(("M", "N"), [(1, 1), (7, 1), (1, 3), (7, 1000), (300, 3), (5, 1025), (3, 4099)])
+def test_norms_match_torch(kind, dtype, M, N):
+    x = (torch.randn(M, N, device=DEVICE) * 2 + 0.5).to(dtype)
+    w, b = (1 + 0.1 * torch.randn(N, device=DEVICE)).to(dtype), (0.1 * torch.randn(N, device=DEVICE)).to(dtype)
+    dy = torch.randn(M, N, device=DEVICE).to(dtype)
+    leaves = [t.detach().requires_grad_() for t in ((x, w, b) if kind == "layer" else (x, w))]
+    y = ln.layer_norm(*leaves) if kind == "layer" else ln.rms_norm(*leaves)
+    y.backward(dy)
+    ours = [y.detach()] + [t.grad for t in leaves]
+    exact, theirs = _norm_grads(kind, x, w, b, dy, torch.float64), _norm_grads(kind, x, w, b, dy, dtype)
+    for name, mine, t, e in zip(("y", "dx", "dw", "db"), ours, theirs, exact, strict=False):
+        assert_as_accurate_as_torch(mine, t, e, name=f"{kind} {name} {M}x{N}")
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_layer_norm_one_column_is_exact(dtype):
+    """N = 1: x - mean(x) is exactly 0, so y = b and dx = 0 exactly (a fast division made dx ~4e-5 on a GPU)."""
+    x = (100 * torch.randn(64, 1, device=DEVICE)).to(dtype)
+    w, b = torch.randn(1, device=DEVICE).to(dtype), torch.randn(1, device=DEVICE).to(dtype)
+    dy = torch.randn(64, 1, device=DEVICE).to(dtype)
+    y, mean, rstd = ln.layer_norm_fwd(x, w, b)
+    dx, dw, db = ln.layer_norm_bwd(dy, x, w, mean, rstd)
+    assert torch.equal(y, b.expand(64, 1)) and torch.equal(mean, x[:, 0].float())
+    assert torch.equal(dx, torch.zeros_like(dx)) and torch.equal(dw, torch.zeros_like(dw))
+    torch.testing.assert_close(db, dy.sum(0), rtol=1e-3 if dtype != torch.float32 else 1e-6, atol=1e-3)
+
+
+def test_norm_refusals_and_empty():
+    x8, w8, b8 = torch.randn(4, 8, device=DEVICE), torch.ones(8, device=DEVICE), torch.zeros(8, device=DEVICE)
+    with pytest.raises(ValueError, match="2-D"):
+        ln.layer_norm_fwd(x8[0], w8, b8)
+    with pytest.raises(TypeError, match="dtypes differ"):
+        ln.layer_norm_fwd(x8, w8.half(), b8)
+    with pytest.raises(ValueError, match="contiguous"):
+        ln.layer_norm_fwd(torch.randn(8, 4, device=DEVICE).t(), w8, b8)
+    with pytest.raises(ValueError, match="0 elements"):
+        ln.layer_norm_fwd(x8[:, :0], w8[:0], b8[:0])
+    y, mean, rstd = ln.layer_norm_fwd(x8[:0], w8, b8)  # no rows: nothing to launch
+    dx, dw, db = ln.layer_norm_bwd(y, x8[:0], w8, mean, rstd)
+    assert y.shape == (0, 8) and dx.shape == (0, 8) and torch.equal(dw, torch.zeros(8, device=DEVICE))

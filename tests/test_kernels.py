@@ -192,9 +192,8 @@ from gpu_ml.kernels.triton import matmul as mm  # noqa: E402
 
 
 def _tf32(t):
-    """fp32 rounded to TF32's 10 mantissa bits, as tensor cores read it in TF32 mode."""
-    bits = t.contiguous().view(torch.int32)
-    return ((bits + 0x1000) & ~0x1FFF).view(torch.float32)
+    """fp32 cut to TF32's 10 mantissa bits, as tensor cores read fp32 registers in TF32 mode (truncated)."""
+    return (t.contiguous().view(torch.int32) & ~0x1FFF).view(torch.float32)
 
 
 def _torch_matmul(a, b):
@@ -430,7 +429,7 @@ def test_norms_match_torch(kind, dtype, M, N):
 
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_layer_norm_one_column_is_exact(dtype):
-    """N = 1: x - mean(x) is exactly 0, so y = b and dx = 0 exactly (a fast division made dx ~4e-5 on a GPU)."""
+    """N = 1: x - mean(x) is exactly 0, so y = b and dx = 0 exactly (an FMA-fused g - mean(g) left ~1e-5 on a GPU)."""
     x = (100 * torch.randn(64, 1, device=DEVICE)).to(dtype)
     w, b = torch.randn(1, device=DEVICE).to(dtype), torch.randn(1, device=DEVICE).to(dtype)
     dy = torch.randn(64, 1, device=DEVICE).to(dtype)

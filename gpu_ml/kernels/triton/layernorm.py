@@ -23,9 +23,9 @@ def layer_norm_fwd_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, M, N, 
     x = tl.load(x_ptr + r64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
     b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-    mean = tl.div_rn(tl.sum(x, axis=1), N * 1.0)  # exact division: x - mean is exactly 0 when N = 1
+    mean = tl.sum(x, axis=1) / N
     xc = tl.where(mask, x - mean[:, None], 0.0)  # centered; the padding lanes must stay 0
-    var = tl.div_rn(tl.sum(xc * xc, axis=1), N * 1.0)  # second pass over registers, not over memory
+    var = tl.sum(xc * xc, axis=1) / N  # second pass over registers, not over memory
     rstd = tl.rsqrt(var + eps)
     y = xc * rstd[:, None] * w[None, :] + b[None, :]
     tl.store(y_ptr + r64 * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
@@ -109,8 +109,8 @@ def layer_norm_bwd_kernel(x_ptr, dy_ptr, dx_ptr, w_ptr, mean_ptr, rstd_ptr, dw_p
         rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)
         xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
         g = dy * w[None, :]
-        g_mean = tl.div_rn(tl.sum(g, axis=1), N * 1.0)  # exact: g - g_mean is exactly 0 when N = 1
-        gx_mean = tl.div_rn(tl.sum(g * xhat, axis=1), N * 1.0)
+        g_mean = tl.sum(g, axis=1) / N
+        gx_mean = tl.sum(g * xhat, axis=1) / N
         dx = (g - g_mean[:, None] - xhat * gx_mean[:, None]) * rstd[:, None]
         tl.store(dx_ptr + r64 * stride_dx + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
         dw_acc += tl.sum(dy * xhat, axis=0)  # padding rows and lanes contribute 0
@@ -185,7 +185,8 @@ def layer_norm_bwd(dy, x, weight, mean, rstd, *, rows=None, num_warps=None, prog
     part = torch.empty(2, G, N, device=x.device, dtype=torch.float32)  # part[0]: dW, part[1]: db
     layer_norm_bwd_kernel[(G,)](x, dy, dx, weight, mean, rstd, part[0], part[1],
                                 M, N, x.stride(0), dy.stride(0), dx.stride(0), rows_per_program,
-                                BLOCK_N=block_n, ROWS=rows, num_warps=num_warps)
+                                BLOCK_N=block_n, ROWS=rows, num_warps=num_warps,
+                                enable_fp_fusion=False)  # g - mean(g) exactly 0 when N = 1
     dw_db = sum_partials(part, weight.dtype)
     return dx, dw_db[0], dw_db[1]
 
@@ -222,7 +223,7 @@ def rms_norm_fwd_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, M, N, stride_x, stride_y,
     r64 = rows.to(tl.int64)[:, None]
     x = tl.load(x_ptr + r64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-    rstd = tl.rsqrt(tl.div_rn(tl.sum(x * x, axis=1), N * 1.0) + eps)
+    rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)
     y = x * rstd[:, None] * w[None, :]
     tl.store(y_ptr + r64 * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
     tl.store(rstd_ptr + rows, rstd, mask=row_ok)
@@ -248,7 +249,7 @@ def rms_norm_bwd_kernel(x_ptr, dy_ptr, dx_ptr, w_ptr, rstd_ptr, dw_part_ptr,
         rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)
         xhat = x * rstd[:, None]
         g = dy * w[None, :]
-        gx_mean = tl.div_rn(tl.sum(g * xhat, axis=1), N * 1.0)
+        gx_mean = tl.sum(g * xhat, axis=1) / N
         dx = (g - xhat * gx_mean[:, None]) * rstd[:, None]
         tl.store(dx_ptr + r64 * stride_dx + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
         dw_acc += tl.sum(dy * xhat, axis=0)

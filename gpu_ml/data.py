@@ -1,4 +1,4 @@
-"""MNIST for the classifier notebooks: torchvision's download online, Fashion-MNIST offline."""
+"""MNIST for the classifier notebooks: from $MNIST_DIR, torchvision's download, or Fashion-MNIST offline."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ FASHION_CLASSES = (
     "Bag",
     "Ankle boot",
 )
+DIGITS = tuple(str(i) for i in range(10))
 _FILES = {
     "train_images": "train-images-idx3-ubyte",
     "train_labels": "train-labels-idx1-ubyte",
@@ -82,20 +83,29 @@ def _download_mnist(root: Path) -> Dataset:
         test = MNIST(root, train=False, download=True)
     finally:
         socket.setdefaulttimeout(previous)
-    return Dataset("MNIST", tuple(str(i) for i in range(10)), train.data, train.targets, test.data, test.targets)
+    return Dataset("MNIST", DIGITS, train.data, train.targets, test.data, test.targets)
 
 
 def load_mnist(source: str = "auto", root: str | Path | None = None) -> Dataset:
-    """MNIST where it can be downloaded, else the offline Fashion-MNIST stand-in; says which.
+    """MNIST from $MNIST_DIR or a download, else the offline Fashion-MNIST stand-in; prints which.
 
-    source: "auto" (MNIST, falling back to Fashion-MNIST), "mnist" or "fashion". Fashion-MNIST
-    is read from $FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist. Raises
-    FileNotFoundError naming both places when neither dataset can be had.
+    source: "auto" (MNIST, falling back to Fashion-MNIST), "mnist" or "fashion". MNIST is read
+    from $MNIST_DIR (a folder with the four *-ubyte(.gz) files) when it is set, else downloaded by
+    torchvision into `root`; Fashion-MNIST is read from $FASHION_MNIST_DIR or
+    /usr/share/datasets/fashion-mnist. Raises FileNotFoundError when $MNIST_DIR is set but is no
+    folder, and when no dataset can be had.
     """
     if source not in ("auto", "mnist", "fashion"):
         raise ValueError(f"source must be 'auto', 'mnist' or 'fashion', got {source!r}")
     root = Path(root or Path.home() / ".cache" / "gpu_ml" / "data")
     mnist_error = None
+    if source in ("auto", "mnist") and os.environ.get("MNIST_DIR"):
+        folder = Path(os.environ["MNIST_DIR"])
+        if not folder.is_dir():
+            raise FileNotFoundError(f"MNIST_DIR={folder} is not a folder; point it at the four *-ubyte(.gz) files")
+        data = load_idx_dir(folder, "MNIST", DIGITS)
+        print(f"Loaded MNIST from {folder}: {len(data.train_labels)} train / {len(data.test_labels)} test images")
+        return data
     if source in ("auto", "mnist"):
         try:
             data = _download_mnist(root)
@@ -103,7 +113,7 @@ def load_mnist(source: str = "auto", root: str | Path | None = None) -> Dataset:
             return data
         except Exception as exc:  # no internet, a mirror down: fall back or report
             if source == "mnist":
-                raise RuntimeError(f"MNIST could not be downloaded: {exc}") from exc
+                raise RuntimeError(f"MNIST could not be downloaded (and MNIST_DIR is not set): {exc}") from exc
             mnist_error = exc
     folders = [Path(p) for p in (os.environ.get("FASHION_MNIST_DIR"), DEBIAN_FASHION_DIR) if p]
     for folder in folders:
@@ -116,9 +126,9 @@ def load_mnist(source: str = "auto", root: str | Path | None = None) -> Dataset:
             )
             return data
     raise FileNotFoundError(
-        "No dataset available: MNIST could not be downloaded"
+        "No dataset available: MNIST_DIR is not set, MNIST could not be downloaded"
         + (f" ({mnist_error})" if mnist_error else "")
         + " and Fashion-MNIST was not found in $FASHION_MNIST_DIR or "
         + DEBIAN_FASHION_DIR
-        + ". Set FASHION_MNIST_DIR to a folder with the four *-ubyte(.gz) files."
+        + ". Set MNIST_DIR (or FASHION_MNIST_DIR) to a folder with the four *-ubyte(.gz) files."
     )

@@ -33,6 +33,7 @@ def offline(monkeypatch):
 
     monkeypatch.setattr(data, "_download_mnist", fail)
     monkeypatch.setattr(data, "DEBIAN_FASHION_DIR", "/nonexistent")
+    monkeypatch.delenv("MNIST_DIR", raising=False)
 
 
 def test_offline_falls_back_to_fashion_mnist(tmp_path, monkeypatch, offline, capsys):
@@ -43,6 +44,18 @@ def test_offline_falls_back_to_fashion_mnist(tmp_path, monkeypatch, offline, cap
     assert ds.test_labels.shape == (4,) and ds.test_labels.dtype == torch.int64
     assert "Loaded Fashion-MNIST" in capsys.readouterr().out
     assert data.load_mnist("fashion").name == "Fashion-MNIST"
+
+
+def test_mnist_dir_is_read_before_any_download(tmp_path, monkeypatch, offline, capsys):
+    monkeypatch.setenv("MNIST_DIR", str(_fake_dataset(tmp_path / "m", n_train=5)))
+    monkeypatch.setenv("FASHION_MNIST_DIR", str(_fake_dataset(tmp_path / "f")))
+    ds = data.load_mnist()
+    assert ds.name == "MNIST" and ds.classes == data.DIGITS and ds.train_images.shape == (5, 28, 28)
+    assert f"Loaded MNIST from {tmp_path / 'm'}" in capsys.readouterr().out
+    assert data.load_mnist("mnist").name == "MNIST" and data.load_mnist("fashion").name == "Fashion-MNIST"
+    monkeypatch.setenv("MNIST_DIR", str(tmp_path / "missing"))
+    with pytest.raises(FileNotFoundError, match="MNIST_DIR=.*is not a folder"):
+        data.load_mnist()
 
 
 def test_no_dataset_is_a_clear_error(monkeypatch, offline):

@@ -129,6 +129,14 @@ def tma_ok(*tensors):
     return hopper() and all(t.data_ptr() % 16 == 0 and all(s % 8 == 0 for s in t.stride()[:-1]) for t in tensors)
 
 
+def check_head_span(**tensors):
+    """Batch and head offsets are int64 in the kernels, offsets inside one head int32: refuse heads beyond."""
+    for name, t in tensors.items():
+        if span(t[0, 0]) > INT32_MAX:
+            raise ValueError(f"{name}: the rows of one head span {span(t[0, 0])} elements, more than the kernels' "
+                             "int32 offsets reach (2**31 - 1): store it as [B, H, N, d], or split the sequence")
+
+
 def check_attention_inputs(q, k, v, scale):
     """Refuse, before any launch, what attn_fwd_kernel cannot compute."""
     require("flash_attention", dtypes=DTYPES, ndim=4, q=q, k=k, v=v)
@@ -146,10 +154,7 @@ def check_attention_inputs(q, k, v, scale):
         raise TypeError("bfloat16 needs a GPU with compute capability 8.0 or newer")
     if any(t.stride(-1) != 1 for t in (q, k, v)):
         raise ValueError("the last dimension (head_dim) of q, k, v must be contiguous (stride 1)")
-    for name, t in (("q", q), ("k", k), ("v", v)):  # batch and head offsets are int64, offsets in a head int32
-        if span(t[0, 0]) > INT32_MAX:
-            raise ValueError(f"{name}: the rows of one head span {span(t[0, 0])} elements, more than the kernel's "
-                             "int32 offsets reach (2**31 - 1): store it as [B, H, N, d], or split the sequence")
+    check_head_span(q=q, k=k, v=v)
     if scale is not None and not scale > 0:
         raise ValueError(f"scale must be positive, got {scale}")
 

@@ -10,8 +10,9 @@ import triton
 import triton.language as tl
 from torch.autograd.function import once_differentiable
 
-from gpu_ml.kernels.triton.flash_attention import LOG2E, Config, check_attention_inputs, flash_attention_forward
-from gpu_ml.validate import INT32_MAX, interpreting, span
+from gpu_ml.kernels.triton.flash_attention import (LOG2E, Config, check_attention_inputs, check_head_span,
+                                                   flash_attention_forward)
+from gpu_ml.validate import interpreting
 
 
 @triton.jit(do_not_specialize=["H", "NQ"])
@@ -244,10 +245,7 @@ def flash_attention_backward(do, q, k, v, o, lse, causal=False, scale=None, conf
         raise TypeError(f"do and o must be {q.dtype} and lse float32, got {do.dtype}, {o.dtype}, {lse.dtype}")
     if do.device != q.device or o.device != q.device or lse.device != q.device:
         raise ValueError("do, o and lse must be on q's device")
-    for name, t in (("do", do), ("o", o)):  # offsets inside a head are int32, as in the forward
-        if span(t[0, 0]) > INT32_MAX:
-            raise ValueError(f"{name}: the rows of one head span {span(t[0, 0])} elements, more than the kernels' "
-                             "int32 offsets reach (2**31 - 1)")
+    check_head_span(do=do, o=o)  # offsets inside a head are int32, as in the forward
     do = do if do.stride(-1) == 1 else do.contiguous()
     lse = lse.contiguous()
     d, key = q.shape[-1], (q.shape[-1], q.shape[2], k.shape[2], causal, q.dtype)

@@ -280,6 +280,15 @@ class CudaFunction:
             raise CudaError(f"{self.name}(): {message.value.decode()}")
         return result
 
+    def checked(self, *args) -> None:
+        """Call a host function that returns 0 once it has launched, and raise if it returned anything else.
+
+        Not `assert fn(...) == 0`: under `python -O` that call, and the launch with it, would vanish.
+        """
+        rc = self(*args)
+        if rc != 0:
+            raise RuntimeError(f"{self.name}() refused to launch (returned {rc}): its launch configuration is invalid")
+
 
 def load_library(path: Path, source: str) -> dict[str, CudaFunction]:
     """Load a built library and wrap the `extern "C"` functions that `source` defines."""

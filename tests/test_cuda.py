@@ -116,6 +116,17 @@ def test_library_call_without_gpu_raises():
         ns["twice"](8)
 
 
+def test_checked_raises_unless_the_host_function_returned_0(monkeypatch):
+    ns = {}
+    cuda.cuda_cell("", ADD, ns)
+    twice = ns["twice"]  # returns 2 * n: 0 only for n = 0
+    if not HAS_GPU:  # stand in for the C call, which needs a GPU
+        monkeypatch.setattr(cuda.CudaFunction, "__call__", lambda self, n: 2 * n)
+    assert twice.checked(0) is None
+    with pytest.raises(RuntimeError, match=r"twice\(\) refused to launch \(returned 6\)"):
+        twice.checked(3)
+
+
 @pytest.mark.skipif(not HAS_GPU, reason="needs a CUDA GPU")
 def test_library_cell_runs_and_reports_cuda_errors():
     ns = {}

@@ -1,0 +1,218 @@
+"""The MNIST harness both MNIST notebooks share: data on the device, a timed training loop (eager
+or replayed from a CUDA graph), evaluation, the comparison table and the plots."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import NamedTuple
+
+import torch
+
+from gpu_ml.data import Dataset
+
+Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (images, labels) -> loss, after one update
+
+
+class Split(NamedTuple):
+    """Flattened, standardized images and labels on the device, with what the plots need."""
+
+    name: str
+    classes: tuple[str, ...]
+    accuracy_bar: float  # 98% for MNIST, 88% for Fashion-MNIST
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    test_images: torch.Tensor  # uint8 [n_test, 28, 28], on the CPU, for the picture of predictions
+
+
+def prepare(data: Dataset, n_train: int, n_test: int, device: str) -> Split:
+    """The first n_train / n_test images, flattened to 784 values, standardized with the training
+    set's mean and standard deviation and moved to `device` once; labels are range-checked once
+    here, not in every step (a check per step would cost a device sync)."""
+    x_train = data.train_images[:n_train].reshape(-1, 784).float() / 255
+    x_test = data.test_images[:n_test].reshape(-1, 784).float() / 255
+    mu, sigma = x_train.mean(), x_train.std()
+    y_train, y_test = data.train_labels[:n_train], data.test_labels[:n_test]
+    for labels in (y_train, y_test):
+        if labels.numel() and not (0 <= int(labels.min()) and int(labels.max()) < len(data.classes)):
+            raise ValueError(f"{data.name}: labels outside [0, {len(data.classes)})")
+    return Split(data.name, data.classes, 0.98 if data.name == "MNIST" else 0.88,
+                 ((x_train - mu) / sigma).to(device), y_train.to(device), ((x_test - mu) / sigma).to(device),
+                 y_test.to(device), data.test_images[:n_test])
+
+
+def graphed(step: Step, warmup: int = 3) -> Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]:
+    """Run `step` for `warmup` real steps, then capture one step into a CUDA graph and replay it.
+
+    The warm-up steps and the capture share one side stream: autograd makes the current stream wait
+    for the stream each gradient node was created on, and a capture that depends on work outside it
+    fails (`cudaErrorStreamCaptureIsolation`).
+    """
+    state: dict = {}
+    side = torch.cuda.Stream()
+
+    def run(xb: torch.Tensor, yb: torch.Tensor, i: int) -> torch.Tensor:
+        if i < warmup:  # real training steps, on the side stream as capture requires
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                loss = step(xb, yb)
+            torch.cuda.current_stream().wait_stream(side)
+            return loss
+        if not state:
+            state["x"], state["y"] = xb.clone(), yb.clone()
+            state["graph"] = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(state["graph"], stream=side):
+                state["loss"] = step(state["x"], state["y"])
+        state["x"].copy_(xb)
+        state["y"].copy_(yb)
+        state["graph"].replay()
+        return state["loss"]
+
+    return run
+
+
+def evaluate(model: Callable[[torch.Tensor], torch.Tensor], split: Split) -> tuple[float, torch.Tensor]:
+    """Test accuracy and the logits of the whole test set."""
+    with torch.no_grad():
+        logits = model(split.x_test)
+    return (logits.argmax(1) == split.y_test).float().mean().item(), logits
+
+
+def train(name: str, make: Callable[[], tuple[object, Step]], split: Split, *, epochs: int, batch: int,
+          use_graph: bool = False) -> dict:
+    """Train the (model, step) that `make()` builds, from the same seeds whatever the variant.
+
+    One permutation per epoch from a seeded generator; the last incomplete batch is dropped so that
+    every step has the same shape. Each step's loss is copied into a log on the device (no sync per
+    step). The time per epoch is wall-clock time between two synchronizations around the training
+    steps only; peak memory counts what is allocated from the model's creation to the end of
+    training, minus what existed before (the dataset and the shuffle buffers). Returns the model,
+    the losses, the test accuracy after each epoch, the epoch times in ms and the peak in MB.
+    """
+    from tqdm.auto import tqdm
+
+    gpu = split.x_train.is_cuda
+    n_train, steps = len(split.x_train), len(split.x_train) // batch
+    xs, ys = torch.empty_like(split.x_train), torch.empty_like(split.y_train)  # each epoch's shuffled copy
+    if gpu:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        start_mem = torch.cuda.memory_allocated()
+    torch.manual_seed(0)
+    model, step = make()
+    run = graphed(step) if use_graph else (lambda xb, yb, i: step(xb, yb))
+    gen = torch.Generator(device=split.x_train.device).manual_seed(1234)
+    losses = torch.zeros(epochs * steps, device=split.x_train.device)
+    accuracy, epoch_ms = [], []
+    k = 0
+    for _ in tqdm(range(epochs), desc=name, leave=True):
+        perm = torch.randperm(n_train, device=split.x_train.device, generator=gen)
+        torch.index_select(split.x_train, 0, perm, out=xs)
+        torch.index_select(split.y_train, 0, perm, out=ys)
+        if gpu:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for i in range(steps):
+            loss = run(xs[i * batch:(i + 1) * batch], ys[i * batch:(i + 1) * batch], k)
+            losses[k].copy_(loss.detach())
+            k += 1
+        if gpu:
+            torch.cuda.synchronize()
+        epoch_ms.append((time.perf_counter() - t0) * 1e3)
+        accuracy.append(evaluate(model, split)[0])
+    peak_mb = (torch.cuda.max_memory_allocated() - start_mem) / 2**20 if gpu else float("nan")
+    return dict(model=model, losses=losses.cpu(), accuracy=accuracy, epoch_ms=epoch_ms, peak_mb=peak_mb)
+
+
+def loss_fell(name: str, run: dict) -> None:
+    """Print the first and last losses of a run and assert that the loss fell by a quarter at least."""
+    first, last = run["losses"][0].item(), run["losses"][-4:].mean().item()
+    print(f"{name:20}: loss {first:.3f} at the first step -> {last:.3f} (mean of the last 4); "
+          f"test accuracy {run['accuracy'][-1]:.2%}")
+    assert last < 0.75 * first, f"{name}: the loss did not fall ({first:.3f} -> {last:.3f})"
+
+
+def median(values: list[float]) -> float:
+    """The median as the notebooks report it: the upper middle value of an even count."""
+    return sorted(values)[len(values) // 2]
+
+
+def compare(runs: dict[str, dict], split: Split, baseline: str = "PyTorch eager") -> dict[str, float]:
+    """Print accuracy, median and mean epoch time, ratio to `baseline` and peak memory of every run, and
+    how many test images each model classifies differently from `baseline`; return the median epoch times."""
+    base = median(runs[baseline]["epoch_ms"])
+    print(f"{'variant':22} {'test acc':>9} {'ms/epoch':>9} {'(mean)':>8} {'vs eager':>9} {'peak MB':>8}")
+    summary = {}
+    for name, r in runs.items():
+        summary[name] = median(r["epoch_ms"])
+        print(f"{name:22} {r['accuracy'][-1]:9.2%} {summary[name]:9.1f} {sum(r['epoch_ms']) / len(r['epoch_ms']):8.1f} "
+              f"{summary[name] / base:8.3f}x {r['peak_mb']:8.1f}")
+    preds = {name: evaluate(r["model"], split)[1].argmax(1) for name, r in runs.items()}
+    for name in runs:
+        if name != baseline:
+            n_diff = (preds[name] != preds[baseline]).sum().item()
+            print(f"{name} and {baseline} predict different classes for {n_diff} of {len(split.y_test)} test images")
+    return summary
+
+
+def plot_curves(runs: dict[str, dict], split: Split, window: int) -> None:
+    """Training loss per step (mean over `window` steps, log scale) and test accuracy per epoch."""
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4))
+    for name, r in runs.items():
+        smooth = r["losses"][: len(r["losses"]) // window * window].view(-1, window).mean(1)
+        ax1.plot((torch.arange(len(smooth)) * window).numpy(), smooth.numpy(), label=name)
+        ax2.plot(range(1, len(r["accuracy"]) + 1), [100 * a for a in r["accuracy"]], marker="o", label=name)
+    ax1.set_xlabel("step")
+    ax1.set_ylabel(f"training loss (mean over {window} steps)")
+    ax1.set_yscale("log")
+    ax2.set_xlabel("epoch")
+    ax2.set_ylabel("test accuracy (%)")
+    ax2.axhline(100 * split.accuracy_bar, color="gray", linestyle="--", label="bar")
+    for ax in (ax1, ax2):
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+    plt.tight_layout()
+    plt.show()
+
+
+def plot_predictions(model: Callable[[torch.Tensor], torch.Tensor], split: Split) -> torch.Tensor:
+    """32 test images with the model's prediction (mistakes in red, the true class in brackets), then
+    the confusion matrix over the test set; prints the most frequent confusion and returns the matrix."""
+    import matplotlib.pyplot as plt
+
+    acc, logits = evaluate(model, split)
+    pred, truth, classes = logits.argmax(1).cpu(), split.y_test.cpu(), split.classes
+    fig, axes = plt.subplots(4, 8, figsize=(14, 7.5))
+    for i, ax in enumerate(axes.flat):
+        ax.imshow(split.test_images[i].numpy(), cmap="gray_r")
+        right = pred[i] == truth[i]
+        ax.set_title(classes[pred[i]] + ("" if right else f"\n[{classes[truth[i]]}]"),
+                     color="black" if right else "red", fontsize=9)
+        ax.axis("off")
+    plt.suptitle(f"{split.name}: test accuracy {acc:.2%}")
+    plt.tight_layout()
+    plt.show()
+
+    n = len(classes)
+    confusion = torch.zeros(n, n, dtype=torch.int64)
+    confusion.index_put_((truth, pred), torch.ones_like(truth), accumulate=True)
+    fig, ax = plt.subplots(figsize=(7, 6))
+    ax.imshow(confusion.numpy(), cmap="Blues")
+    for t in range(n):
+        for p in range(n):
+            ax.text(p, t, int(confusion[t, p]), ha="center", va="center", fontsize=8,
+                    color="white" if confusion[t, p] > confusion.max() / 2 else "black")
+    ax.set_xticks(range(n), classes, rotation=45, ha="right")
+    ax.set_yticks(range(n), classes)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    plt.tight_layout()
+    plt.show()
+    worst = max(((t, p) for t in range(n) for p in range(n) if t != p), key=lambda tp: confusion[tp])
+    print(f"most frequent confusion: {classes[worst[0]]} predicted as {classes[worst[1]]} "
+          f"({int(confusion[worst])} of {int(confusion[worst[0]].sum())} test images)")
+    return confusion

@@ -1,0 +1,93 @@
+"""`gpu_ml.train`, the MNIST harness both MNIST notebooks share, on a tiny synthetic dataset."""
+
+import matplotlib
+import pytest
+import torch
+import torch.nn.functional as F
+
+from gpu_ml import train
+from gpu_ml.data import DIGITS, Dataset
+
+matplotlib.use("Agg")
+
+
+def _dataset(name="MNIST", n=256, labels_max=9):
+    g = torch.Generator().manual_seed(0)
+    labels = torch.randint(0, labels_max + 1, (n,), generator=g)
+    images = torch.randint(0, 50, (n, 28, 28), generator=g).to(torch.uint8)
+    images[torch.arange(n), labels.clamp_max(27)] = 255  # row `label` lit: an easy problem
+    return Dataset(name, DIGITS, images, labels, images[: n // 2], labels[: n // 2])
+
+
+def _make():
+    model = torch.nn.Linear(784, 10)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step(xb, yb):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(xb), yb)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return model, step
+
+
+def test_prepare_standardizes_and_picks_the_bar():
+    split = train.prepare(_dataset(), n_train=200, n_test=50, device="cpu")
+    assert split.x_train.shape == (200, 784) and split.x_test.shape == (50, 784)
+    assert abs(split.x_train.mean().item()) < 1e-5 and abs(split.x_train.std().item() - 1) < 1e-4
+    assert split.accuracy_bar == 0.98 and split.test_images.shape == (50, 28, 28)
+    assert train.prepare(_dataset("Fashion-MNIST"), 10, 10, "cpu").accuracy_bar == 0.88
+    with pytest.raises(ValueError, match="labels outside"):
+        train.prepare(_dataset(labels_max=10), 256, 10, "cpu")
+
+
+def test_train_is_reproducible_and_learns(capsys):
+    split = train.prepare(_dataset(), n_train=256, n_test=128, device="cpu")
+    runs = {name: train.train(name, _make, split, epochs=3, batch=32) for name in ("PyTorch eager", "again")}
+    a, b = runs.values()
+    assert len(a["losses"]) == 3 * 8 and len(a["accuracy"]) == len(a["epoch_ms"]) == 3
+    assert torch.equal(a["losses"], b["losses"]) and a["accuracy"] == b["accuracy"]  # same seeds, same run
+    train.loss_fell("PyTorch eager", a)
+    assert a["accuracy"][-1] > 0.5
+    summary = train.compare(runs, split)
+    out = capsys.readouterr().out
+    assert set(summary) == set(runs) and "predict different classes for 0 of 128" in out
+    assert train.median([3.0, 1.0, 2.0, 4.0]) == 3.0
+
+
+def test_loss_fell_fails_when_it_did_not():
+    with pytest.raises(AssertionError, match="did not fall"):
+        train.loss_fell("flat", {"losses": torch.ones(10), "accuracy": [0.1]})
+
+
+def test_plots_run(capsys):
+    split = train.prepare(_dataset(), n_train=256, n_test=64, device="cpu")
+    runs = {"PyTorch eager": train.train("PyTorch eager", _make, split, epochs=2, batch=32)}
+    train.plot_curves(runs, split, window=2)
+    confusion = train.plot_predictions(runs["PyTorch eager"]["model"], split)
+    assert confusion.sum() == 64 and "most frequent confusion" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_graphed_training_matches_eager():
+    split = train.prepare(_dataset(), n_train=256, n_test=64, device="cuda")
+
+    def make():
+        torch.manual_seed(0)
+        model = torch.nn.Linear(784, 10, device="cuda")
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+        def step(xb, yb):
+            opt.zero_grad(set_to_none=False)
+            loss = F.cross_entropy(model(xb), yb)
+            loss.backward()
+            opt.step()
+            return loss
+
+        return model, step
+
+    eager = train.train("eager", make, split, epochs=2, batch=32)
+    graph = train.train("graph", make, split, epochs=2, batch=32, use_graph=True)
+    torch.testing.assert_close(graph["losses"], eager["losses"])

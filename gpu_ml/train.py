@@ -157,6 +157,36 @@ def compare(runs: dict[str, dict], split: Split, baseline: str = "PyTorch eager"
     return summary
 
 
+def report(runs: dict[str, dict], split: Split, *, ours: str, notebook: str, batch: int, lr: float,
+           momentum: float) -> tuple[float, float]:
+    """The comparison table (`compare`), the README's results for `ours` ("Triton" or "CUDA"), and the
+    bars: test accuracy of both our variants >= split.accuracy_bar, and our graphed epoch <= 1.0x PyTorch
+    eager. Returns our eager and graphed epoch times as ratios to PyTorch eager."""
+    from gpu_ml import results
+
+    summary = compare(runs, split)
+    base = summary["PyTorch eager"]
+    eager, graph = f"{ours} eager", f"{ours} + CUDA graph"
+    ratio_eager, ratio_graph = summary[eager] / base, summary[graph] / base
+    epochs = len(runs[graph]["accuracy"])
+    model = f"784-512-512-10, batch {batch}"
+    for variant, ratio in ((eager, ratio_eager), (graph, ratio_graph)):
+        results.record(notebook, f"MLP epoch time, {variant} ({split.name})", summary[variant], "ms",
+                       baseline="PyTorch eager", ratio=ratio, sizes=f"{model}, SGD momentum, fp32")
+    results.record(notebook, f"MLP test accuracy after {epochs} epochs ({split.name})",
+                   100 * runs[graph]["accuracy"][-1], "%", sizes=f"{model}, SGD momentum {momentum}, lr {lr}")
+    print(f"epoch time vs PyTorch eager: {graph} {ratio_graph:.3f}x (bar: <= 1.0x, stretch: <= 0.5x: "
+          f"{'met' if ratio_graph <= 0.5 else 'missed'}); {eager} {ratio_eager:.3f}x (bar: <= 1.0x: "
+          f"{'met' if ratio_eager <= 1.0 else 'missed'})")
+    for variant in (eager, graph):
+        acc = runs[variant]["accuracy"][-1]
+        assert acc >= split.accuracy_bar, (
+            f"bar missed: {variant} reached {acc:.2%} on {split.name} (bar: {split.accuracy_bar:.0%})"
+        )
+    assert ratio_graph <= 1.0, f"bar missed: {graph} epoch at {ratio_graph:.3f}x PyTorch eager (bar: <= 1.0x)"
+    return ratio_eager, ratio_graph
+
+
 def plot_curves(runs: dict[str, dict], split: Split, window: int) -> None:
     """Training loss per step (mean over `window` steps, log scale) and test accuracy per epoch."""
     import matplotlib.pyplot as plt

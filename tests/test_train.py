@@ -91,3 +91,26 @@ def test_graphed_training_matches_eager():
     eager = train.train("eager", make, split, epochs=2, batch=32)
     graph = train.train("graph", make, split, epochs=2, batch=32, use_graph=True)
     torch.testing.assert_close(graph["losses"], eager["losses"])
+
+
+def test_report_records_and_enforces_the_bars(monkeypatch, capsys):
+    from gpu_ml import results
+
+    recorded = []
+    monkeypatch.setattr(results, "record", lambda *a, **k: recorded.append((a, k)))
+    split = train.prepare(_dataset(), n_train=256, n_test=128, device="cpu")
+    run = train.train("x", _make, split, epochs=2, batch=32)
+
+    def runs(acc, ms):
+        return {"PyTorch eager": {**run, "epoch_ms": [10.0, 10.0]},
+                "Ours eager": {**run, "epoch_ms": [ms, ms], "accuracy": [acc, acc]},
+                "Ours + CUDA graph": {**run, "epoch_ms": [2.0, 2.0], "accuracy": [acc, acc]}}
+
+    assert train.report(runs(0.99, 8.0), split, ours="Ours", notebook="nb", batch=32, lr=0.1,
+                        momentum=0.9) == (0.8, 0.2)
+    assert [a[1] for a, _ in recorded] == ["MLP epoch time, Ours eager (MNIST)",
+                                           "MLP epoch time, Ours + CUDA graph (MNIST)",
+                                           "MLP test accuracy after 2 epochs (MNIST)"]
+    assert "(bar: <= 1.0x: met)" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="reached 97.00% on MNIST"):
+        train.report(runs(0.97, 8.0), split, ours="Ours", notebook="nb", batch=32, lr=0.1, momentum=0.9)

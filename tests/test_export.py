@@ -1,5 +1,8 @@
 """`gpu-ml export`: gpu_ml/kernels is generated from the lessons' `#| export` cells and kept in sync."""
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -81,3 +84,11 @@ def test_cli_check_exits_1_when_out_of_sync(monkeypatch, capsys):
     assert "differs" in capsys.readouterr().out
     monkeypatch.setattr(export, "out_of_date", lambda: [])
     assert cli.main(["export", "--check"]) == 0
+
+
+def test_importing_kernels_without_a_gpu_selects_the_interpreter():
+    code = ("import gpu_ml.kernels.triton.activations as a, os; "
+            "print(os.environ['TRITON_INTERPRET'], type(a.act_fwd_kernel).__name__)")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"} | {"GPU_ML_FORCE_CPU": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["1", "InterpretedFunction"]

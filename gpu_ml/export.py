@@ -39,7 +39,7 @@ def exported_cells(notebook: Path) -> list[tuple[str, int, str]]:
         if cell["cell_type"] != "code":
             continue
         lines = "".join(cell["source"]).splitlines()
-        at = 1 if lines and lines[0].startswith("%%") else 0  # a cell magic keeps its first line
+        at = 1 if lines and lines[0].startswith("%%") else 0  # under a cell magic the directive comes second
         match = _DIRECTIVE.match(lines[at]) if len(lines) > at else None
         if match is None:
             continue

@@ -43,34 +43,41 @@ def prepare(data: Dataset, n_train: int, n_test: int, device: str) -> Split:
                  y_test.to(device), data.test_images[:n_test])
 
 
-def graphed(step: Step, warmup: int = 3) -> Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]:
+class Graphed:
     """Run `step` for `warmup` real steps, then capture one step into a CUDA graph and replay it.
 
     The warm-up steps and the capture share one side stream: autograd makes the current stream wait
     for the stream each gradient node was created on, and a capture that depends on work outside it
-    fails (`cudaErrorStreamCaptureIsolation`).
+    fails (`cudaErrorStreamCaptureIsolation`). A graph replays its kernels with the arguments they
+    had at capture, the learning rate among them: after changing one, call `reset()`, and the next
+    step captures a new graph.
     """
-    state: dict = {}
-    side = torch.cuda.Stream()
 
-    def run(xb: torch.Tensor, yb: torch.Tensor, i: int) -> torch.Tensor:
-        if i < warmup:  # real training steps, on the side stream as capture requires
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                loss = step(xb, yb)
-            torch.cuda.current_stream().wait_stream(side)
+    def __init__(self, step: Step, warmup: int = 3):
+        self.step, self.warmup, self.side = step, warmup, torch.cuda.Stream()
+        self.state: dict = {}
+
+    def reset(self) -> None:
+        """Drop the graph; the next step captures a new one."""
+        self.state = {}
+
+    def __call__(self, xb: torch.Tensor, yb: torch.Tensor, i: int) -> torch.Tensor:
+        if i < self.warmup:  # real training steps, on the side stream as capture requires
+            self.side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(self.side):
+                loss = self.step(xb, yb)
+            torch.cuda.current_stream().wait_stream(self.side)
             return loss
+        state = self.state
         if not state:
             state["x"], state["y"] = xb.clone(), yb.clone()
             state["graph"] = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(state["graph"], stream=side):
-                state["loss"] = step(state["x"], state["y"])
+            with torch.cuda.graph(state["graph"], stream=self.side):
+                state["loss"] = self.step(state["x"], state["y"])
         state["x"].copy_(xb)
         state["y"].copy_(yb)
         state["graph"].replay()
         return state["loss"]
-
-    return run
 
 
 def evaluate(model: Callable[[torch.Tensor], torch.Tensor], split: Split) -> tuple[float, torch.Tensor]:
@@ -80,9 +87,9 @@ def evaluate(model: Callable[[torch.Tensor], torch.Tensor], split: Split) -> tup
     return (logits.argmax(1) == split.y_test).float().mean().item(), logits
 
 
-def train(name: str, make: Callable[[], tuple[object, Step]], split: Split, *, epochs: int, batch: int,
-          use_graph: bool = False) -> dict:
-    """Train the (model, step) that `make()` builds, from the same seeds whatever the variant.
+def train(name: str, make: Callable[[], tuple[object, Step, object]], split: Split, *, epochs: int, batch: int,
+          lr_at: Callable[[int], float] | None = None, use_graph: bool = False) -> dict:
+    """Train the (model, step, optimizer) that `make()` builds, from the same seeds whatever the variant.
 
     One permutation per epoch from a seeded generator; the last incomplete batch is dropped so that
     every step has the same shape. Each step's loss is copied into a log on the device (no sync per
@@ -101,13 +108,19 @@ def train(name: str, make: Callable[[], tuple[object, Step]], split: Split, *, e
         torch.cuda.reset_peak_memory_stats()
         start_mem = torch.cuda.memory_allocated()
     torch.manual_seed(0)
-    model, step = make()
-    run = graphed(step) if use_graph else (lambda xb, yb, i: step(xb, yb))
+    model, step, optimizer = make()
+    run = Graphed(step) if use_graph else (lambda xb, yb, i: step(xb, yb))
     gen = torch.Generator(device=split.x_train.device).manual_seed(1234)
     losses = torch.zeros(epochs * steps, device=split.x_train.device)
-    accuracy, epoch_ms = [], []
+    accuracy, epoch_ms, lrs = [], [], []
     k = 0
-    for _ in tqdm(range(epochs), desc=name, leave=True):
+    for epoch in tqdm(range(epochs), desc=name, leave=True):
+        if lr_at is not None and any(g["lr"] != lr_at(epoch) for g in optimizer.param_groups):
+            for group in optimizer.param_groups:
+                group["lr"] = lr_at(epoch)
+            if use_graph:
+                run.reset()  # the graph holds the old learning rate: the next step captures a new one
+        lrs.append(optimizer.param_groups[0]["lr"])
         perm = torch.randperm(n_train, device=split.x_train.device, generator=gen)
         torch.index_select(split.x_train, 0, perm, out=xs)
         torch.index_select(split.y_train, 0, perm, out=ys)
@@ -123,7 +136,7 @@ def train(name: str, make: Callable[[], tuple[object, Step]], split: Split, *, e
         epoch_ms.append((time.perf_counter() - t0) * 1e3)
         accuracy.append(evaluate(model, split)[0])
     peak_mb = (torch.cuda.max_memory_allocated() - start_mem) / 2**20 if gpu else float("nan")
-    return dict(model=model, losses=losses.cpu(), accuracy=accuracy, epoch_ms=epoch_ms, peak_mb=peak_mb)
+    return dict(model=model, losses=losses.cpu(), accuracy=accuracy, lrs=lrs, epoch_ms=epoch_ms, peak_mb=peak_mb)
 
 
 def loss_fell(name: str, run: dict) -> None:
@@ -157,11 +170,12 @@ def compare(runs: dict[str, dict], split: Split, baseline: str = "PyTorch eager"
     return summary
 
 
-def report(runs: dict[str, dict], split: Split, *, ours: str, notebook: str, batch: int, lr: float,
-           momentum: float) -> tuple[float, float]:
+def report(runs: dict[str, dict], split: Split, *, ours: str, notebook: str, batch: int,
+           optimizer: str) -> tuple[float, float]:
     """The comparison table (`compare`), the README's results for `ours` ("Triton" or "CUDA"), and the
     bars: test accuracy of both our variants >= split.accuracy_bar, and our graphed epoch <= 1.0x PyTorch
-    eager. Returns our eager and graphed epoch times as ratios to PyTorch eager."""
+    eager. `optimizer` describes the optimizer and its learning rates for the recorded results.
+    Returns our eager and graphed epoch times as ratios to PyTorch eager."""
     from gpu_ml import results
 
     summary = compare(runs, split)
@@ -174,7 +188,7 @@ def report(runs: dict[str, dict], split: Split, *, ours: str, notebook: str, bat
         results.record(notebook, f"MLP epoch time, {variant} ({split.name})", summary[variant], "ms",
                        baseline="PyTorch eager", ratio=ratio, sizes=f"{model}, SGD momentum, fp32")
     results.record(notebook, f"MLP test accuracy after {epochs} epochs ({split.name})",
-                   100 * runs[graph]["accuracy"][-1], "%", sizes=f"{model}, SGD momentum {momentum}, lr {lr}")
+                   100 * runs[graph]["accuracy"][-1], "%", sizes=f"{model}, {optimizer}")
     print(f"epoch time vs PyTorch eager: {graph} {ratio_graph:.3f}x (bar: <= 1.0x, stretch: <= 0.5x: "
           f"{'met' if ratio_graph <= 0.5 else 'missed'}); {eager} {ratio_eager:.3f}x (bar: <= 1.0x: "
           f"{'met' if ratio_eager <= 1.0 else 'missed'})")

@@ -30,7 +30,7 @@ def _make():
         opt.step()
         return loss
 
-    return model, step
+    return model, step, opt
 
 
 def test_prepare_standardizes_and_picks_the_bar():
@@ -55,6 +55,25 @@ def test_train_is_reproducible_and_learns(capsys):
     out = capsys.readouterr().out
     assert set(summary) == set(runs) and "predict different classes for 0 of 128" in out
     assert train.median([3.0, 1.0, 2.0, 4.0]) == 3.0
+
+
+def test_lr_at_sets_every_group_before_each_epoch():
+    split = train.prepare(_dataset(), n_train=256, n_test=64, device="cpu")
+    seen = []
+
+    def make():
+        model, step, opt = _make()
+        opt.add_param_group({"params": [torch.zeros(1, requires_grad=True)]})
+
+        def logged(xb, yb):
+            seen.append(tuple(g["lr"] for g in opt.param_groups))
+            return step(xb, yb)
+
+        return model, logged, opt
+
+    run = train.train("x", make, split, epochs=3, batch=64, lr_at=lambda epoch: [0.1, 0.1, 0.01][epoch])
+    assert run["lrs"] == [0.1, 0.1, 0.01]
+    assert seen == [(0.1, 0.1)] * 8 + [(0.01, 0.01)] * 4
 
 
 def test_loss_fell_fails_when_it_did_not():
@@ -86,10 +105,14 @@ def test_graphed_training_matches_eager():
             opt.step()
             return loss
 
-        return model, step
+        return model, step, opt
 
-    eager = train.train("eager", make, split, epochs=2, batch=32)
-    graph = train.train("graph", make, split, epochs=2, batch=32, use_graph=True)
+    def lr_at(epoch):  # a new learning rate in the second epoch: the graph must be captured anew
+        return 0.05 if epoch == 0 else 0.005
+
+    eager = train.train("eager", make, split, epochs=2, batch=32, lr_at=lr_at)
+    graph = train.train("graph", make, split, epochs=2, batch=32, lr_at=lr_at, use_graph=True)
+    assert eager["lrs"] == graph["lrs"] == [0.05, 0.005]
     torch.testing.assert_close(graph["losses"], eager["losses"])
 
 
@@ -106,11 +129,11 @@ def test_report_records_and_enforces_the_bars(monkeypatch, capsys):
                 "Ours eager": {**run, "epoch_ms": [ms, ms], "accuracy": [acc, acc]},
                 "Ours + CUDA graph": {**run, "epoch_ms": [2.0, 2.0], "accuracy": [acc, acc]}}
 
-    assert train.report(runs(0.99, 8.0), split, ours="Ours", notebook="nb", batch=32, lr=0.1,
-                        momentum=0.9) == (0.8, 0.2)
+    assert train.report(runs(0.99, 8.0), split, ours="Ours", notebook="nb", batch=32,
+                        optimizer="SGD") == (0.8, 0.2)
     assert [a[1] for a, _ in recorded] == ["MLP epoch time, Ours eager (MNIST)",
                                            "MLP epoch time, Ours + CUDA graph (MNIST)",
                                            "MLP test accuracy after 2 epochs (MNIST)"]
     assert "(bar: <= 1.0x: met)" in capsys.readouterr().out
     with pytest.raises(AssertionError, match="reached 97.00% on MNIST"):
-        train.report(runs(0.97, 8.0), split, ours="Ours", notebook="nb", batch=32, lr=0.1, momentum=0.9)
+        train.report(runs(0.97, 8.0), split, ours="Ours", notebook="nb", batch=32, optimizer="SGD")

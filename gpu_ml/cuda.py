@@ -79,7 +79,9 @@ _SCALAR_TYPES = {
     "float": ctypes.c_float,
     "double": ctypes.c_double,
     "bool": ctypes.c_bool,
+    "cudaStream_t": ctypes.c_void_p,  # never passed from Python: filled with torch's current stream
 }
+STREAM = "cudaStream_t"
 _QUALIFIERS = re.compile(r"\b(const|__restrict__|__restrict|restrict|volatile)\b")
 _EXTERN_C = re.compile(r'extern\s+"C"\s+(?:__host__\s+)?([A-Za-z_][\w\s]*?)\s+(\w+)\s*\(([^)]*)\)\s*\{')
 _MAIN = re.compile(r"\bint\s+main\s*\(")
@@ -224,12 +226,30 @@ def run_program(
     return proc
 
 
+def current_stream(tensor=None) -> int:
+    """PyTorch's current CUDA stream on `tensor`'s device (else the current device), as an integer handle.
+
+    Inside `torch.cuda.stream(s)` it is `s`, inside a CUDA-graph capture the capturing stream.
+    `torch.cuda.current_stream().cuda_stream` gives the same number; the raw getter that Triton's
+    launcher and torch.compile's generated code call skips building a Stream object, which matters
+    when it runs before every launch of a training step.
+    """
+    import torch
+
+    index = tensor.get_device() if tensor is not None else torch.cuda.current_device()
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(index) if raw is not None else torch.cuda.current_stream(index).cuda_stream
+
+
 class CudaFunction:
     """A library-mode `extern "C"` host function, callable with torch tensors and Python scalars.
 
-    Every call checks its arguments before calling into C. Afterwards it checks the CUDA error
-    state; with `sync=True` (the default) it also synchronizes so that faults inside the kernel
-    surface here. Set `sync = False` for benchmarking, where a sync per call would add latency.
+    A `cudaStream_t` parameter is not passed from Python: each call fills it with PyTorch's
+    current stream on the device of the first tensor argument (`current_stream`), so that the
+    kernels run in order with PyTorch's work and inside a CUDA-graph capture. Every call checks
+    its arguments before calling into C. Afterwards it checks the CUDA error state; with
+    `sync=True` (the default) it also synchronizes so that faults inside the kernel surface here.
+    Set `sync = False` for benchmarking, where a sync per call would add latency.
     """
 
     def __init__(self, lib: ctypes.CDLL, name: str, restype: str, params: list[Param]):
@@ -241,7 +261,10 @@ class CudaFunction:
         self._fn.argtypes = [ctypes.c_void_p if p.pointer else _SCALAR_TYPES[p.ctype] for p in params]
         self._message = ctypes.create_string_buffer(512)  # where the error hook writes; reused by every call
         self._gpu_seen = False
-        self._dtypes = [p.dtype if p.pointer else None for p in params]  # looked up once, not per call
+        self._passed = [p for p in params if p.ctype != STREAM]  # what the Python caller gives
+        self._dtypes = [p.dtype if p.pointer else None for p in self._passed]  # looked up once, not per call
+        self._streams = [i for i, p in enumerate(params) if p.ctype == STREAM]  # filled in by each call
+        self._first_tensor = next((i for i, p in enumerate(self._passed) if p.pointer), None)  # whose device
 
     def __repr__(self) -> str:
         args = ", ".join(f"{p.ctype}{'*' if p.pointer else ''} {p.name}" for p in self.params)
@@ -256,7 +279,7 @@ class CudaFunction:
             if not isinstance(value, torch.Tensor):
                 raise TypeError(f"{self._where(param)} is a {param.ctype}* and needs a torch.Tensor, "
                                 f"got {type(value).__name__}")
-            if value.device.type != "cuda":
+            if not value.is_cuda:
                 raise ValueError(f"{self._where(param)} must be a CUDA tensor, got one on {value.device}")
             if dtype is not None and value.dtype != dtype:
                 raise TypeError(f"{self._where(param)} is a {param.ctype}* and needs dtype {dtype}, "
@@ -279,13 +302,18 @@ class CudaFunction:
         return f"{self.name}(): argument {param.name!r}"
 
     def __call__(self, *args):
-        if len(args) != len(self.params):
-            raise TypeError(f"{self!r} takes {len(self.params)} arguments, got {len(args)}")
-        converted = [self._convert(p, d, a) for p, d, a in zip(self.params, self._dtypes, args, strict=True)]
+        if len(args) != len(self._passed):
+            filled = f" (the {STREAM} is filled in: PyTorch's current stream)" if self._streams else ""
+            raise TypeError(f"{self!r} takes {len(self._passed)} arguments{filled}, got {len(args)}")
+        converted = [self._convert(p, d, a) for p, d, a in zip(self._passed, self._dtypes, args, strict=True)]
         if not self._gpu_seen:  # asked once: the answer does not change while the process runs
             if not has_gpu():
                 raise RuntimeError(f"{self.name}() launches CUDA kernels and needs a CUDA GPU; this machine has none")
             self._gpu_seen = True
+        if self._streams:
+            stream = current_stream(None if self._first_tensor is None else args[self._first_tensor])
+            for i in self._streams:
+                converted.insert(i, stream)
         result = self._fn(*converted)
         if self._lib.gpu_ml_last_error(int(self.sync), self._message, len(self._message)):
             raise CudaError(f"{self.name}(): {self._message.value.decode()}")

@@ -148,3 +148,35 @@ def test_cell_without_main_or_extern_c_is_refused():
 def test_magic_flags_reach_nvcc():
     with pytest.raises(cuda.CudaCompileError, match="-DBROKEN"):
         cuda.cuda_cell("-DBROKEN", "#ifdef BROKEN\n#error broken on purpose\n#endif\nint main() { return 0; }")
+
+
+STREAMED = r"""
+#include <cstdint>
+extern "C" long long which_stream(const float* x, cudaStream_t stream) { return (long long)(intptr_t)stream; }
+extern "C" long long no_tensor(int n, cudaStream_t stream) { return (long long)(intptr_t)stream + n; }
+"""
+
+
+def test_a_stream_parameter_is_filled_in_not_passed(monkeypatch):
+    ns = {}
+    cuda.cuda_cell("", STREAMED, ns)
+    which = ns["which_stream"]
+    with pytest.raises(TypeError, match=r"takes 1 arguments \(the cudaStream_t is filled in"):
+        which(torch.ones(2), 0)
+    if not HAS_GPU:  # what the call would hand to C, with the C call and the stream lookup stood in for
+        monkeypatch.setattr(cuda, "has_gpu", lambda: True)
+        monkeypatch.setattr(cuda, "current_stream", lambda t=None: 1234 if t is None else 5678)
+        monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+        for name in ("which_stream", "no_tensor"):
+            ns[name]._fn = lambda *converted: converted
+            ns[name]._lib = type("Lib", (), {"gpu_ml_last_error": staticmethod(lambda *a: 0)})()
+        x = torch.ones(2)
+        assert which(x) == (x.data_ptr(), 5678)  # the stream of the first tensor's device, appended
+        assert ns["no_tensor"](3) == (3, 1234)  # no tensor: the current device's stream
+        return
+    x = torch.ones(2, device="cuda")
+    assert which(x) == torch.cuda.current_stream().cuda_stream
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        assert which(x) == side.cuda_stream == cuda.current_stream(x)
+        assert ns["no_tensor"](0) == side.cuda_stream

@@ -1,0 +1,210 @@
+"""The flat-buffer MLP both MNIST notebooks train on their own kernels, the PyTorch model they compare
+it with, and the checks of its gradients, its optimizer and the exercises.
+
+A track plugs in its kernels: a `FlatMLP` subclass sets `linear` (its autograd Function), a
+`FlatSGD` subclass implements `step()` (one launch over the flat buffers).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from gpu_ml.check import check
+
+SIZES = (784, 512, 512, 10)
+Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (logits, labels) -> mean loss
+Device = str | torch.device | None  # None: the GPU if there is one, else the CPU (Triton's interpreter)
+
+
+def _device(device: Device) -> str | torch.device:
+    return device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class FlatMLP(torch.nn.Module):
+    """An MLP (ReLU between layers) whose parameters and gradients live in two flat fp32 buffers.
+
+    Weights are stored [in, out], so the forward is x @ W. Every parameter is a view into `flat` and
+    its `.grad` a view into `flat_grad`, so `model.layers[0].weight.grad` reads like PyTorch's. A
+    subclass sets `linear(x, w, b, relu, dw, db)`, its track's autograd Function, whose backward writes
+    dW and db into those views (overwriting them: a step needs no zero_grad).
+    """
+
+    linear: Callable[..., torch.Tensor]
+
+    def __init__(self, sizes: tuple[int, ...] = SIZES, device: Device = None):
+        super().__init__()
+        self.sizes, device = tuple(sizes), _device(device)
+        total = sum(i * o + o for i, o in zip(self.sizes[:-1], self.sizes[1:], strict=True))
+        self.flat = torch.zeros(total, device=device)
+        self.flat_grad = torch.zeros(total, device=device)
+        self.layers = torch.nn.ModuleList()
+        offset = 0
+        for i, o in zip(self.sizes[:-1], self.sizes[1:], strict=True):
+            layer = torch.nn.Module()
+            for name, shape in (("weight", (i, o)), ("bias", (o,))):
+                n = math.prod(shape)
+                p = torch.nn.Parameter(self.flat[offset:offset + n].view(shape))
+                p.grad = self.flat_grad[offset:offset + n].view(shape)
+                layer.register_parameter(name, p)
+                offset += n
+            self.layers.append(layer)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        cls = type(self).__name__
+        if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[1] != self.sizes[0]:
+            got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"{cls} expects a [batch, {self.sizes[0]}] tensor of flattened images, got {got}")
+        if x.dtype != torch.float32:
+            raise TypeError(f"{cls} expects float32 input, got {x.dtype}")
+        if x.device != self.flat.device:
+            raise ValueError(f"{cls} is on {self.flat.device}, the input on {x.device}")
+        last = len(self.layers) - 1
+        for i, layer in enumerate(self.layers):
+            x = self.linear(x, layer.weight, layer.bias, i < last, layer.weight.grad, layer.bias.grad)
+        return x
+
+    def zero_grad(self, set_to_none: bool = False) -> None:
+        """Zero the flat gradient buffer (never None: the layers write into it)."""
+        self.flat_grad.zero_()
+
+
+class FlatSGD:
+    """SGD with momentum over a FlatMLP's flat buffers, as torch.optim.SGD defines it (no dampening, no
+    Nesterov, no weight decay): v <- momentum * v + g, p <- p - lr * v, with v = 0 at the start.
+
+    The learning rate and momentum live in `param_groups[0]`, where torch.optim keeps them, so that a
+    training loop (or a schedule) can change them between steps. A subclass implements `step()`.
+    """
+
+    def __init__(self, model: FlatMLP, lr: float, momentum: float = 0.9):
+        if not isinstance(model, FlatMLP):
+            raise TypeError(f"{type(self).__name__} optimizes a FlatMLP, got {type(model).__name__}")
+        if not (lr > 0 and 0 <= momentum < 1):
+            raise ValueError(f"{type(self).__name__} needs lr > 0 and 0 <= momentum < 1, got lr={lr}, "
+                             f"momentum={momentum}")
+        self.model, self.param_groups = model, [dict(lr=float(lr), momentum=float(momentum))]
+        self.velocity = torch.zeros_like(model.flat)
+
+    def step(self) -> None:
+        raise NotImplementedError("a track's optimizer launches its kernel here")
+
+
+def torch_mlp(sizes: tuple[int, ...] = SIZES, device: Device = None) -> torch.nn.Sequential:
+    """The same MLP in plain PyTorch (nn.Linear stores weights [out, in]), default initialization."""
+    layers: list[torch.nn.Module] = []
+    for i, o in zip(sizes[:-1], sizes[1:], strict=True):
+        layers += [torch.nn.Linear(i, o), torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers[:-1]).to(_device(device))
+
+
+def copy_weights(ref: torch.nn.Sequential, ours: FlatMLP) -> None:
+    """Copy a torch_mlp's weights (transposed to [in, out]) and biases into a FlatMLP."""
+    linears = [m for m in ref if isinstance(m, torch.nn.Linear)]
+    with torch.no_grad():
+        for lin, layer in zip(linears, ours.layers, strict=True):
+            layer.weight.copy_(lin.weight.t())
+            layer.bias.copy_(lin.bias)
+
+
+def torch_variant(ref: torch.nn.Sequential, lr: float, momentum: float):
+    """(model, step, optimizer) for the PyTorch baseline: a copy of `ref`, F.cross_entropy, torch.optim.SGD."""
+    model = copy.deepcopy(ref)
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
+
+    def step(xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(xb), yb)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return model, step, opt
+
+
+def flat_variant(mlp_cls: type[FlatMLP], sgd_cls: type[FlatSGD], loss_fn: Loss, ref: torch.nn.Sequential,
+                 lr: float, momentum: float):
+    """(model, step, optimizer) for our kernels: an mlp_cls with `ref`'s sizes and weights, loss_fn and sgd_cls."""
+    linears = [m for m in ref if isinstance(m, torch.nn.Linear)]
+    sizes = (linears[0].in_features, *(lin.out_features for lin in linears))
+    model = mlp_cls(sizes=sizes, device=linears[0].weight.device)
+    copy_weights(ref, model)
+    opt = sgd_cls(model, lr=lr, momentum=momentum)
+
+    def step(xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return model, step, opt
+
+
+def check_gradients(model: FlatMLP, ref: torch.nn.Sequential, loss_fn: Loss, xb: torch.Tensor, yb: torch.Tensor,
+                    close: Callable[..., None]) -> None:
+    """The loss and every dW and db of `model` (with `ref`'s weights) against float64 autograd on `ref`.
+
+    `close(got, expected, name=...)` is the notebook's fp32 comparison.
+    """
+    ref64 = copy.deepcopy(ref).double()
+    ref_loss = F.cross_entropy(ref64(xb.double()), yb)
+    ref_loss.backward()
+    loss = loss_fn(model(xb), yb)
+    loss.backward()
+    close(loss, ref_loss.detach(), name=f"loss, batch of {len(xb)}")
+    linears = [m for m in ref64 if isinstance(m, torch.nn.Linear)]
+    for k, (lin, layer) in enumerate(zip(linears, model.layers, strict=True)):
+        close(layer.weight.grad, lin.weight.grad.t(), name=f"layer {k} dW")
+        close(layer.bias.grad, lin.bias.grad, name=f"layer {k} db")
+
+
+def check_sgd(opt: FlatSGD, steps: int = 3) -> None:
+    """`steps` steps of `opt` against torch.optim.SGD with the same settings, each on a different gradient
+    (multiples of the model's current flat_grad): parameters and momentum buffer."""
+    model, group = opt.model, opt.param_groups[0]
+    ref_flat = model.flat.clone().requires_grad_()
+    ref_opt = torch.optim.SGD([ref_flat], lr=group["lr"], momentum=group["momentum"])
+    grad = model.flat_grad.clone()
+    for k in range(steps):
+        model.flat_grad.copy_(grad * (k + 1))
+        ref_flat.grad = grad * (k + 1)
+        ref_opt.step()
+        opt.step()
+    check(model.flat, ref_flat, name=f"{steps} SGD-momentum steps vs torch.optim.SGD")
+    check(opt.velocity, ref_opt.state[ref_flat]["momentum_buffer"], name="momentum buffer")
+
+
+def check_adam(adam_cls: Callable[..., FlatSGD], mlp_cls: type[FlatMLP], device: Device = None,
+               lr: float = 1e-3) -> None:
+    """Exercise 1: three steps of adam_cls(model, lr=lr) against torch.optim.Adam, on a small mlp_cls."""
+    torch.manual_seed(1)
+    m = mlp_cls(sizes=(20, 16, 3), device=device)
+    m.flat.copy_(torch.randn_like(m.flat))
+    ref = m.flat.detach().clone().requires_grad_()
+    ref_opt, opt = torch.optim.Adam([ref], lr=lr), adam_cls(m, lr=lr)
+    for _ in range(3):
+        g = torch.randn_like(m.flat)
+        m.flat_grad.copy_(g)
+        ref.grad = g.clone()
+        ref_opt.step()
+        opt.step()
+    check(m.flat, ref, name="3 Adam steps vs torch.optim.Adam")
+
+
+def check_accumulation(mlp_cls: type[FlatMLP], loss_fn: Loss, xb: torch.Tensor, yb: torch.Tensor) -> None:
+    """Exercise 2: two half-batches accumulated (the mean loss of each, halved) give the full batch's gradients."""
+    half = len(xb) // 2
+    xb, yb = xb[: 2 * half], yb[: 2 * half]
+    torch.manual_seed(1)
+    m = mlp_cls(sizes=(xb.shape[1], 64, 10), device=xb.device)
+    m.flat.copy_(torch.randn_like(m.flat) / 30)
+    loss_fn(m(xb), yb).backward()
+    full = m.flat_grad.clone()
+    m.zero_grad()
+    for part in (slice(0, half), slice(half, 2 * half)):
+        (loss_fn(m(xb[part]), yb[part]) / 2).backward()
+    check(m.flat_grad, full, atol=1e-6, rtol=1e-4, name="accumulated gradients")

@@ -139,6 +139,43 @@ def train(name: str, make: Callable[[], tuple[object, Step, object]], split: Spl
     return dict(model=model, losses=losses.cpu(), accuracy=accuracy, lrs=lrs, epoch_ms=epoch_ms, peak_mb=peak_mb)
 
 
+def interleaved(makes: dict[str, Callable[[], tuple[object, Step, object]]], split: Split, *, batch: int,
+                rounds: int = 6) -> dict[str, list[float]]:
+    """Eager epoch times in ms of fresh (model, step, optimizer) variants, measured alternately.
+
+    A launch-bound loop's epoch time drifts by 10% and more with the state of the host, so timing
+    one variant's epochs after the other's compares two different moments. Here every variant
+    first runs one untimed epoch (compilation, allocations, first calls), then `rounds` rounds of
+    one timed epoch each, in alternating order (A B, B A, ...), so that a drift falls on all of
+    them alike. The batches are the training set's first `len // batch`, in order; what the models
+    learn is not looked at.
+    """
+    gpu = split.x_train.is_cuda
+    steps = len(split.x_train) // batch
+    built = {}
+    for name, make in makes.items():
+        torch.manual_seed(0)
+        built[name] = make()[1]
+
+    def epoch(step: Step) -> float:
+        if gpu:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for i in range(steps):
+            step(split.x_train[i * batch:(i + 1) * batch], split.y_train[i * batch:(i + 1) * batch])
+        if gpu:
+            torch.cuda.synchronize()
+        return (time.perf_counter() - t0) * 1e3
+
+    for step in built.values():
+        epoch(step)
+    times: dict[str, list[float]] = {name: [] for name in built}
+    for r in range(rounds):
+        for name in list(built) if r % 2 == 0 else list(built)[::-1]:
+            times[name].append(epoch(built[name]))
+    return times
+
+
 def loss_fell(name: str, run: dict) -> None:
     """Print the first and last losses of a run and assert that the loss fell by a quarter at least."""
     first, last = run["losses"][0].item(), run["losses"][-4:].mean().item()
@@ -170,23 +207,36 @@ def compare(runs: dict[str, dict], split: Split, baseline: str = "PyTorch eager"
     return summary
 
 
-def report(runs: dict[str, dict], split: Split, *, ours: str, notebook: str, batch: int,
-           optimizer: str) -> tuple[float, float]:
+def report(runs: dict[str, dict], split: Split, *, ours: str, notebook: str, batch: int, optimizer: str,
+           eager_ms: dict[str, list[float]] | None = None) -> tuple[float, float]:
     """The comparison table (`compare`), the README's results for `ours` ("Triton" or "CUDA"), and the
     bars: test accuracy of both our variants >= split.accuracy_bar, and our graphed epoch <= 1.0x PyTorch
     eager. `optimizer` describes the optimizer and its learning rates for the recorded results.
-    Returns our eager and graphed epoch times as ratios to PyTorch eager."""
+    With `eager_ms` (from `interleaved`), the eager epoch times and their ratio come from those
+    alternating epochs instead of the training runs. Returns our eager and graphed epoch times as
+    ratios to PyTorch eager."""
     from gpu_ml import results
 
     summary = compare(runs, split)
     base = summary["PyTorch eager"]
     eager, graph = f"{ours} eager", f"{ours} + CUDA graph"
-    ratio_eager, ratio_graph = summary[eager] / base, summary[graph] / base
+    ratio_graph = summary[graph] / base
+    eager_value, how = summary[eager], "median of the training epochs"
+    if eager_ms is not None:
+        base_ms, eager_value = median(eager_ms["PyTorch eager"]), median(eager_ms[eager])
+        rounds = len(eager_ms[eager])
+        how = f"median of {rounds} interleaved epochs each"
+        print(f"interleaved eager epochs ({rounds} each, alternating order), ms: " + "; ".join(
+            f"{name} " + " ".join(f"{t:.1f}" for t in ms) for name, ms in eager_ms.items()))
+        print(f"medians: PyTorch eager {base_ms:.1f} ms, {eager} {eager_value:.1f} ms")
+        base = base_ms
+    ratio_eager = eager_value / base
     epochs = len(runs[graph]["accuracy"])
     model = f"784-512-512-10, batch {batch}"
-    for variant, ratio in ((eager, ratio_eager), (graph, ratio_graph)):
-        results.record(notebook, f"MLP epoch time, {variant} ({split.name})", summary[variant], "ms",
-                       baseline="PyTorch eager", ratio=ratio, sizes=f"{model}, SGD momentum, fp32")
+    records = ((eager, eager_value, ratio_eager, f", {how}"), (graph, summary[graph], ratio_graph, ""))
+    for variant, value, ratio, note in records:
+        results.record(notebook, f"MLP epoch time, {variant} ({split.name})", value, "ms",
+                       baseline="PyTorch eager", ratio=ratio, sizes=f"{model}, SGD momentum, fp32{note}")
     results.record(notebook, f"MLP test accuracy after {epochs} epochs ({split.name})",
                    100 * runs[graph]["accuracy"][-1], "%", sizes=f"{model}, {optimizer}")
     print(f"epoch time vs PyTorch eager: {graph} {ratio_graph:.3f}x (bar: <= 1.0x, stretch: <= 0.5x: "

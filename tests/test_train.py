@@ -76,6 +76,29 @@ def test_lr_at_sets_every_group_before_each_epoch():
     assert seen == [(0.1, 0.1)] * 8 + [(0.01, 0.01)] * 4
 
 
+def test_interleaved_alternates_the_order_after_a_warm_up():
+    split = train.prepare(_dataset(), n_train=256, n_test=64, device="cpu")
+    calls = []
+
+    def make(name):
+        def build():
+            model, step, opt = _make()
+
+            def logged(xb, yb):
+                calls.append(name)
+                return step(xb, yb)
+
+            return model, logged, opt
+
+        return build
+
+    times = train.interleaved({"A": make("A"), "B": make("B")}, split, batch=128, rounds=3)
+    assert {name: len(t) for name, t in times.items()} == {"A": 3, "B": 3}
+    assert all(t > 0 for ms in times.values() for t in ms)
+    epochs = [calls[i] for i in range(0, len(calls), 2)]  # 2 steps per epoch
+    assert epochs == ["A", "B", "A", "B", "B", "A", "A", "B"]  # warm-up A B, then A B, B A, A B
+
+
 def test_loss_fell_fails_when_it_did_not():
     with pytest.raises(AssertionError, match="did not fall"):
         train.loss_fell("flat", {"losses": torch.ones(10), "accuracy": [0.1]})
@@ -135,5 +158,10 @@ def test_report_records_and_enforces_the_bars(monkeypatch, capsys):
                                            "MLP epoch time, Ours + CUDA graph (MNIST)",
                                            "MLP test accuracy after 2 epochs (MNIST)"]
     assert "(bar: <= 1.0x: met)" in capsys.readouterr().out
+    recorded.clear()  # the eager ratio from interleaved epochs instead: 12 / 10 ms, over the bar
+    assert train.report(runs(0.99, 8.0), split, ours="Ours", notebook="nb", batch=32, optimizer="SGD",
+                        eager_ms={"PyTorch eager": [9.0, 10.0, 11.0], "Ours eager": [13.0, 12.0, 11.0]}) == (1.2, 0.2)
+    assert recorded[0][0][2] == 12.0 and "median of 3 interleaved epochs" in recorded[0][1]["sizes"]
+    assert "(bar: <= 1.0x: missed)" in capsys.readouterr().out
     with pytest.raises(AssertionError, match="reached 97.00% on MNIST"):
         train.report(runs(0.97, 8.0), split, ours="Ours", notebook="nb", batch=32, optimizer="SGD")

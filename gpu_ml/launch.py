@@ -37,7 +37,7 @@ class Launcher:
                     else float if isinstance(a, float) else a for a in args)
         compiled = self.compiled.get(key)
         if compiled is not None:
-            compiled[tuple(grid)](*args)
+            compiled[(*grid, 1, 1)[:3]](*args)  # a compiled kernel takes a 3-D grid
             return
         compiled = self.kernel[tuple(grid)](*args)
         if hasattr(compiled, "launch_metadata"):  # a compiled kernel (the interpreter returns none)

@@ -19,7 +19,8 @@ class Launcher:
     bool and constexpr as it is, the type of every float, and each tensor's dtype, device and 16-byte
     alignment: two calls with one key get the same specialization, so they may share the compiled
     code. Under Triton's interpreter there is no compiled kernel and every call goes through
-    `kernel[grid]`.
+    `kernel[grid]`. What the plain path checks on every call and this one does not: that the
+    globals the kernel reads have not changed since it was compiled (make a new Launcher then).
     """
 
     def __init__(self, kernel):

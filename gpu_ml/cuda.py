@@ -82,6 +82,7 @@ _SCALAR_TYPES = {
     "cudaStream_t": ctypes.c_void_p,  # never passed from Python: filled with torch's current stream
 }
 STREAM = "cudaStream_t"
+INCLUDE_DIR = Path(__file__).parent / "include"  # on every cell's include path: #include "gpu_ml.cuh"
 _QUALIFIERS = re.compile(r"\b(const|__restrict__|__restrict|restrict|volatile)\b")
 _EXTERN_C = re.compile(r'extern\s+"C"\s+(?:__host__\s+)?([A-Za-z_][\w\s]*?)\s+(\w+)\s*\(([^)]*)\)\s*\{')
 _MAIN = re.compile(r"\bint\s+main\s*\(")
@@ -179,7 +180,8 @@ def build(
 ) -> Path:
     """Compile `source` with nvcc into an executable or (library=True) a shared library.
 
-    Builds are cached by a hash of the source, mode, arch, flags and nvcc version. Raises
+    `gpu_ml/include` is on the include path. Builds are cached by a hash of the source, mode, arch,
+    flags, nvcc version and the shared header `gpu_ml.cuh`. Raises
     CudaCompileError with nvcc's message when compilation fails. Warnings are printed.
     """
     compiler = nvcc()
@@ -187,14 +189,16 @@ def build(
     if library:
         source = source + _ERROR_HOOK
     version = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout
-    key = hashlib.sha256("\0".join([source, str(library), arch, *flags, version]).encode()).hexdigest()[:20]
+    header = (INCLUDE_DIR / "gpu_ml.cuh").read_text()  # part of the key: a changed header rebuilds
+    key = hashlib.sha256("\0".join([source, str(library), arch, *flags, version, header]).encode()).hexdigest()[:20]
     folder = _cache_dir() / key
     target = folder / ("libcell.so" if library else "cell")
     if target.exists():
         return target
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "cell.cu").write_text(source)
-    cmd = [compiler, "-O3", f"-arch={arch}", "-std=c++17", "-lineinfo", "-o", str(target) + ".tmp", "cell.cu"]
+    cmd = [compiler, "-O3", f"-arch={arch}", "-std=c++17", "-lineinfo", f"-I{INCLUDE_DIR}", "-o", str(target) + ".tmp",
+           "cell.cu"]
     if library:
         cmd[1:1] = ["-shared", "-Xcompiler", "-fPIC"]
     cmd += list(flags)

@@ -180,3 +180,77 @@ def test_a_stream_parameter_is_filled_in_not_passed(monkeypatch):
     with torch.cuda.stream(side):
         assert which(x) == side.cuda_stream == cuda.current_stream(x)
         assert ns["no_tensor"](0) == side.cuda_stream
+
+
+SHARED = r"""
+#include "gpu_ml.cuh"
+
+// out[0..3] = block_sum, block_max, and warp 0's warp_sum, warp_max of x; out[4], out[5] = online_merge of
+// (max, sum of exp) over halves of x; y = x round-tripped through Pack<T, 4> (fp32, fp16 or bf16 in t).
+template <typename T>
+__global__ void helpers_kernel(const float* x, float* out, T* t, float* y, int n) {
+    __shared__ float red[32];
+    const int i = threadIdx.x;
+    const float v = i < n ? x[i] : 0.0f, vm = i < n ? x[i] : -INFINITY;
+    const float s = block_sum(v, red), m = block_max(vm, red);
+    const float ws = warp_sum(v), wm = warp_max(vm);
+    if (i == 0) {
+        out[0] = s; out[1] = m; out[2] = ws; out[3] = wm;
+        float m1 = -INFINITY, s1 = 0.0f, m2 = -INFINITY, s2 = 0.0f;
+        for (int k = 0; k < n / 2; ++k) online_merge(m1, s1, x[k], 1.0f);
+        for (int k = n / 2; k < n; ++k) online_merge(m2, s2, x[k], 1.0f);
+        online_merge(m1, s1, m2, s2);
+        out[4] = m1; out[5] = s1;
+    }
+    if (4 * i + 3 < n) {
+        float p[4];
+        for (int j = 0; j < 4; ++j) p[j] = x[4 * i + j];
+        store_pack<T, 4>(t + 4 * i, p);
+        load_pack<T, 4>(t + 4 * i, p);
+        for (int j = 0; j < 4; ++j) y[4 * i + j] = p[j];
+    }
+}
+extern "C" void helpers_f32(const float* x, float* out, float* t, float* y, int n) {
+    helpers_kernel<float><<<1, 256>>>(x, out, t, y, n);
+}
+extern "C" void helpers_f16(const float* x, float* out, __half* t, float* y, int n) {
+    helpers_kernel<__half><<<1, 256>>>(x, out, t, y, n);
+}
+extern "C" void helpers_bf16(const float* x, float* out, __nv_bfloat16* t, float* y, int n) {
+    helpers_kernel<__nv_bfloat16><<<1, 256>>>(x, out, t, y, n);
+    CHECK(cudaGetLastError());
+}
+"""
+
+
+def test_the_shared_header_is_on_the_include_path_and_in_the_cache_key(tmp_path, monkeypatch):
+    first = cuda.build(SHARED, library=True)
+    assert cuda.build(SHARED, library=True) == first
+    changed = tmp_path / "include"
+    changed.mkdir()
+    (changed / "gpu_ml.cuh").write_text((cuda.INCLUDE_DIR / "gpu_ml.cuh").read_text() + "\n// changed\n")
+    monkeypatch.setattr(cuda, "INCLUDE_DIR", changed)
+    assert cuda.build(SHARED, library=True) != first  # a changed header is a new build
+
+
+@pytest.mark.skipif(not HAS_GPU, reason="needs a CUDA GPU")
+def test_the_shared_helpers_compute_what_they_say():
+    ns = {}
+    cuda.cuda_cell("", SHARED, ns)
+    x = torch.randn(200, device="cuda")
+    x[:100] = float("-inf")  # a half of -inf for online_merge; the sums skip them below
+    finite = x[100:]
+    for name, dtype in (("helpers_f32", torch.float32), ("helpers_f16", torch.float16),
+                        ("helpers_bf16", torch.bfloat16)):
+        xs = torch.where(torch.isinf(x), torch.zeros_like(x), x)
+        out, t, y = torch.empty(6, device="cuda"), torch.empty(200, device="cuda", dtype=dtype), torch.empty_like(x)
+        ns[name](xs, out, t, y, 200)
+        torch.testing.assert_close(out[0], xs.sum(), rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(out[1], xs.max())
+        torch.testing.assert_close(out[2], xs[:32].sum(), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(out[3], xs[:32].max())
+        torch.testing.assert_close(y, xs.to(dtype).float())  # the pack round trip rounds to T once
+    out = torch.empty(6, device="cuda")
+    ns["helpers_f32"](x, out, torch.empty(200, device="cuda"), torch.empty_like(x), 200)
+    torch.testing.assert_close(out[4], finite.max())  # the -inf half merged in without NaN
+    torch.testing.assert_close(out[5], torch.exp(finite - finite.max()).sum(), rtol=1e-4, atol=1e-5)

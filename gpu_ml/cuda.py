@@ -21,8 +21,12 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpu_ml.env import has_gpu, nvcc_arch
+
+if TYPE_CHECKING:
+    import torch
 
 DEFAULT_ARCH = "sm_80"  # without a GPU to ask: Ampere, the oldest arch with bf16 mma and cp.async
 
@@ -230,7 +234,7 @@ def run_program(
     return proc
 
 
-def current_stream(tensor=None) -> int:
+def current_stream(tensor: torch.Tensor | None = None) -> int:
     """PyTorch's current CUDA stream on `tensor`'s device (else the current device), as an integer handle.
 
     Inside `torch.cuda.stream(s)` it is `s`, inside a CUDA-graph capture the capturing stream.

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:  # not imported here: on a CPU, Triton must be imported after gpu_ml.setup()
+    from triton.runtime.jit import JITFunction
 
 
 class Launcher:
@@ -23,11 +27,11 @@ class Launcher:
     globals the kernel reads have not changed since it was compiled (make a new Launcher then).
     """
 
-    def __init__(self, kernel):
+    def __init__(self, kernel: JITFunction):
         self.kernel = kernel
         self.compiled: dict[tuple, object] = {}
 
-    def __call__(self, grid: Sequence[int], *args, **constexprs):
+    def __call__(self, grid: Sequence[int], *args, **constexprs) -> None:
         if constexprs:  # positional, in the kernel's parameter order: what the compiled kernel takes
             names = self.kernel.arg_names[len(args):]
             if set(constexprs) != set(names):

@@ -237,20 +237,22 @@ def test_the_shared_header_is_on_the_include_path_and_in_the_cache_key(tmp_path,
 def test_the_shared_helpers_compute_what_they_say():
     ns = {}
     cuda.cuda_cell("", SHARED, ns)
-    x = torch.randn(200, device="cuda")
-    x[:100] = float("-inf")  # a half of -inf for online_merge; the sums skip them below
-    finite = x[100:]
+    xs = torch.randn(200, device="cuda")
     for name, dtype in (("helpers_f32", torch.float32), ("helpers_f16", torch.float16),
                         ("helpers_bf16", torch.bfloat16)):
-        xs = torch.where(torch.isinf(x), torch.zeros_like(x), x)
-        out, t, y = torch.empty(6, device="cuda"), torch.empty(200, device="cuda", dtype=dtype), torch.empty_like(x)
+        out, t, y = torch.empty(6, device="cuda"), torch.empty(200, device="cuda", dtype=dtype), torch.empty_like(xs)
         ns[name](xs, out, t, y, 200)
         torch.testing.assert_close(out[0], xs.sum(), rtol=1e-5, atol=1e-4)
         torch.testing.assert_close(out[1], xs.max())
         torch.testing.assert_close(out[2], xs[:32].sum(), rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(out[3], xs[:32].max())
+        torch.testing.assert_close(out[4], xs.max())
+        torch.testing.assert_close(out[5], torch.exp(xs - xs.max()).sum(), rtol=1e-4, atol=1e-5)
         torch.testing.assert_close(y, xs.to(dtype).float())  # the pack round trip rounds to T once
+    x = xs.clone()
+    x[:100] = float("-inf")  # online_merge over a half that is all -inf: it must add nothing, not NaN
     out = torch.empty(6, device="cuda")
     ns["helpers_f32"](x, out, torch.empty(200, device="cuda"), torch.empty_like(x), 200)
-    torch.testing.assert_close(out[4], finite.max())  # the -inf half merged in without NaN
+    finite = x[100:]
+    torch.testing.assert_close(out[4], finite.max())
     torch.testing.assert_close(out[5], torch.exp(finite - finite.max()).sum(), rtol=1e-4, atol=1e-5)

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from gpu_ml.check import check
+from gpu_ml.grading import Verdict, grade
 
 SIZES = (784, 512, 512, 10)
 Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (logits, labels) -> mean loss
@@ -179,32 +180,51 @@ def check_sgd(opt: FlatSGD, steps: int = 3) -> None:
 
 
 def check_adam(adam_cls: Callable[..., FlatSGD], mlp_cls: type[FlatMLP], device: Device = None,
-               lr: float = 1e-3) -> None:
-    """Exercise 1: three steps of adam_cls(model, lr=lr) against torch.optim.Adam, on a small mlp_cls."""
+               lr: float = 1e-3) -> Verdict:
+    """Exercise 1: three steps of adam_cls(model, lr=lr) on a small mlp_cls against torch.optim.Adam."""
     torch.manual_seed(1)
-    m = mlp_cls(sizes=(20, 16, 3), device=device)
-    m.flat.copy_(torch.randn_like(m.flat))
-    ref = m.flat.detach().clone().requires_grad_()
-    ref_opt, opt = torch.optim.Adam([ref], lr=lr), adam_cls(m, lr=lr)
-    for _ in range(3):
-        g = torch.randn_like(m.flat)
-        m.flat_grad.copy_(g)
-        ref.grad = g.clone()
-        ref_opt.step()
-        opt.step()
-    check(m.flat, ref, name="3 Adam steps vs torch.optim.Adam")
+    sizes = (20, 16, 3)
+    start = torch.randn(mlp_cls(sizes=sizes, device=device).flat.numel(), device=_device(device))
+    grads = [torch.randn_like(start) for _ in range(3)]
+
+    def attempt() -> torch.Tensor:
+        m = mlp_cls(sizes=sizes, device=device)
+        m.flat.copy_(start)
+        opt = adam_cls(m, lr=lr)
+        for g in grads:
+            m.flat_grad.copy_(g)
+            opt.step()
+        return m.flat
+
+    def reference() -> torch.Tensor:
+        p = start.clone().requires_grad_()
+        opt = torch.optim.Adam([p], lr=lr)
+        for g in grads:
+            p.grad = g.clone()
+            opt.step()
+        return p.detach()
+
+    return grade("Adam: 3 steps vs torch.optim.Adam", attempt, reference, {f"a {sizes} MLP's flat buffer": ()})
 
 
-def check_accumulation(mlp_cls: type[FlatMLP], loss_fn: Loss, xb: torch.Tensor, yb: torch.Tensor) -> None:
+def check_accumulation(mlp_cls: type[FlatMLP], loss_fn: Loss, xb: torch.Tensor, yb: torch.Tensor) -> Verdict:
     """Exercise 2: two half-batches accumulated (the mean loss of each, halved) give the full batch's gradients."""
     half = len(xb) // 2
     xb, yb = xb[: 2 * half], yb[: 2 * half]
     torch.manual_seed(1)
     m = mlp_cls(sizes=(xb.shape[1], 64, 10), device=xb.device)
     m.flat.copy_(torch.randn_like(m.flat) / 30)
-    loss_fn(m(xb), yb).backward()
-    full = m.flat_grad.clone()
-    m.zero_grad()
-    for part in (slice(0, half), slice(half, 2 * half)):
-        (loss_fn(m(xb[part]), yb[part]) / 2).backward()
-    check(m.flat_grad, full, atol=1e-6, rtol=1e-4, name="accumulated gradients")
+
+    def attempt() -> torch.Tensor:
+        m.zero_grad()
+        for part in (slice(0, half), slice(half, 2 * half)):
+            (loss_fn(m(xb[part]), yb[part]) / 2).backward()
+        return m.flat_grad.clone()
+
+    def reference() -> torch.Tensor:
+        m.zero_grad()
+        loss_fn(m(xb), yb).backward()
+        return m.flat_grad.clone()
+
+    return grade("gradient accumulation: two halves vs the full batch", attempt, reference,
+                 {f"a batch of {2 * half}, halves of {half}": ()}, atol=1e-6, rtol=1e-4)

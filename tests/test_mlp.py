@@ -142,11 +142,10 @@ def test_exercise_checks_pass_a_right_answer_and_fail_a_wrong_one():
     class NoCorrection(Adam):
         BIAS_CORRECTION = False
 
-    mlp.check_adam(Adam, TorchMLP, device="cpu")
-    with pytest.raises(AssertionError, match="Adam"):
-        mlp.check_adam(NoCorrection, TorchMLP, device="cpu")
+    assert mlp.check_adam(Adam, TorchMLP, device="cpu")
+    verdict = mlp.check_adam(NoCorrection, TorchMLP, device="cpu")
+    assert not verdict and "not solved yet" in verdict.message and "differ" in verdict.message
 
     xb, yb = torch.randn(64, 784), torch.randint(0, 10, (64,))
-    mlp.check_accumulation(type("Acc", (mlp.FlatMLP,), {"linear": Accumulating.apply}), F.cross_entropy, xb, yb)
-    with pytest.raises(AssertionError, match="accumulated"):
-        mlp.check_accumulation(TorchMLP, F.cross_entropy, xb, yb)  # overwrites: the second half wins
+    assert mlp.check_accumulation(type("Acc", (mlp.FlatMLP,), {"linear": Accumulating.apply}), F.cross_entropy, xb, yb)
+    assert not mlp.check_accumulation(TorchMLP, F.cross_entropy, xb, yb)  # overwrites: the second half wins

@@ -1,0 +1,70 @@
+"""One grader for exercises: PASS, or the first case and element where an attempt goes wrong.
+
+A grader never raises for a wrong or crashing attempt: it prints its verdict and returns it, so that
+"Run All" on a notebook whose exercises are not solved yet still runs to the end. The verdict is
+falsy when the attempt failed, for tests (`assert grade(...)`, `assert not grade(...)`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import torch
+
+from gpu_ml.check import check
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of `grade`: passed or not, and the line it printed."""
+
+    name: str
+    passed: bool
+    message: str
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+
+def _outputs(value) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)) and all(isinstance(v, torch.Tensor) for v in value):
+        return list(value)
+    raise TypeError(f"returned {type(value).__name__}, not a tensor or a tuple of tensors")
+
+
+def grade(name: str, attempt: Callable, reference: Callable, cases: Mapping[str, tuple], *,
+          atol: float | None = None, rtol: float | None = None, quiet: bool = False) -> Verdict:
+    """Call `attempt(*args)` and `reference(*args)` on each case (name -> args) and compare what they return
+    (a tensor or a tuple of tensors) with `check`'s rule and tolerances, stopping at the first difference.
+
+    Prints "PASS" with the number of cases, or "not solved yet" with the case, the output and the first
+    wrong element, or what the attempt raised (NotImplementedError: the untouched stub).
+    """
+    def verdict(passed: bool, message: str) -> Verdict:
+        if not quiet:
+            print(message)
+        return Verdict(name, passed, message)
+
+    for case, args in cases.items():
+        try:
+            got = _outputs(attempt(*args))
+        except NotImplementedError:
+            return verdict(False, f"{name}: not solved yet (the stub raises NotImplementedError)")
+        except Exception as exc:  # a learner's crash is explained, not re-raised
+            return verdict(False, f"{name}: not solved yet: on case {case!r} the attempt raised "
+                                  f"{type(exc).__name__}: {exc}")
+        expected = _outputs(reference(*args))
+        if len(got) != len(expected):
+            return verdict(False, f"{name}: not solved yet: on case {case!r} it returned {len(got)} tensors, "
+                                  f"expected {len(expected)}")
+        for k, (g, e) in enumerate(zip(got, expected, strict=True)):
+            label = f"output {k}" if len(expected) > 1 else "the output"
+            try:
+                check(g, e.to(g.dtype) if g.dtype != e.dtype and g.is_floating_point() else e, atol=atol,
+                      rtol=rtol, name=label, quiet=True)
+            except AssertionError as exc:
+                return verdict(False, f"{name}: not solved yet: case {case!r}, {exc}")
+    return verdict(True, f"{name}: PASS ({len(cases)} case{'s' if len(cases) != 1 else ''})")

@@ -1,0 +1,50 @@
+"""`gpu_ml.grading.grade`: PASS on a right answer; on a wrong, unfinished or crashing one a verdict that
+names the case and the first wrong element, printed and returned, never raised."""
+
+import torch
+
+from gpu_ml.grading import grade
+
+CASES = {"3 x 5": (torch.arange(15.0).view(3, 5),), "one element": (torch.tensor([[2.0]]),)}
+
+
+def test_a_right_answer_passes(capsys):
+    verdict = grade("double", lambda x: x + x, lambda x: 2 * x, CASES)
+    assert verdict and verdict.passed and "double: PASS (2 cases)" in capsys.readouterr().out
+
+
+def test_a_wrong_answer_names_the_case_and_the_element(capsys):
+    def wrong(x):
+        y = 2 * x
+        y[-1, -1] += 1  # one wrong element, in the first case
+        return y
+
+    verdict = grade("double", wrong, lambda x: 2 * x, CASES)
+    assert not verdict
+    assert "not solved yet: case '3 x 5'" in verdict.message and "(2, 4)" in verdict.message
+    assert "got 29, expected 28" in verdict.message and verdict.message in capsys.readouterr().out
+
+
+def test_the_stub_a_crash_and_a_wrong_shape_are_reported_not_raised():
+    def stub(x):
+        raise NotImplementedError
+
+    assert "the stub raises NotImplementedError" in grade("double", stub, lambda x: 2 * x, CASES).message
+    crashed = grade("double", lambda x: x @ x, lambda x: 2 * x, CASES, quiet=True)
+    assert not crashed and "on case '3 x 5' the attempt raised RuntimeError" in crashed.message
+    shape = grade("double", lambda x: (2 * x).t(), lambda x: 2 * x, CASES, quiet=True)
+    assert not shape and "shape (5, 3) != expected (3, 5)" in shape.message
+    returned = grade("double", lambda x: 2.0, lambda x: 2 * x, CASES, quiet=True)
+    assert not returned and "returned float, not a tensor" in returned.message
+
+
+def test_tuples_tolerances_and_dtypes():
+    ref = lambda x: (2 * x, x.sum())  # noqa: E731
+    assert grade("pair", lambda x: (x + x, x.sum()), ref, CASES, quiet=True)
+    count = grade("pair", lambda x: (x + x,), ref, CASES, quiet=True)
+    assert not count and "returned 1 tensors, expected 2" in count.message
+    near = lambda x: 2 * x + 1e-3  # noqa: E731
+    assert not grade("near", near, lambda x: 2 * x, CASES, quiet=True)
+    assert grade("near", near, lambda x: 2 * x, CASES, atol=1e-2, quiet=True)
+    # a float64 reference is compared in the attempt's dtype, with that dtype's tolerances
+    assert grade("fp32 vs fp64", lambda x: (x / 3).float(), lambda x: x.double() / 3, CASES, quiet=True)

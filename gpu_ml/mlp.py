@@ -103,9 +103,13 @@ def torch_mlp(sizes: tuple[int, ...] = SIZES, device: Device = None) -> torch.nn
     return torch.nn.Sequential(*layers[:-1]).to(_device(device))
 
 
+def _linears(ref: torch.nn.Sequential) -> list[torch.nn.Linear]:
+    return [m for m in ref if isinstance(m, torch.nn.Linear)]
+
+
 def copy_weights(ref: torch.nn.Sequential, ours: FlatMLP) -> None:
     """Copy a torch_mlp's weights (transposed to [in, out]) and biases into a FlatMLP."""
-    linears = [m for m in ref if isinstance(m, torch.nn.Linear)]
+    linears = _linears(ref)
     with torch.no_grad():
         for lin, layer in zip(linears, ours.layers, strict=True):
             layer.weight.copy_(lin.weight.t())
@@ -130,7 +134,7 @@ def torch_variant(ref: torch.nn.Sequential, lr: float, momentum: float):
 def flat_variant(mlp_cls: type[FlatMLP], sgd_cls: type[FlatSGD], loss_fn: Loss, ref: torch.nn.Sequential,
                  lr: float, momentum: float):
     """(model, step, optimizer) for our kernels: an mlp_cls with `ref`'s sizes and weights, loss_fn and sgd_cls."""
-    linears = [m for m in ref if isinstance(m, torch.nn.Linear)]
+    linears = _linears(ref)
     sizes = (linears[0].in_features, *(lin.out_features for lin in linears))
     model = mlp_cls(sizes=sizes, device=linears[0].weight.device)
     copy_weights(ref, model)
@@ -157,7 +161,7 @@ def check_gradients(model: FlatMLP, ref: torch.nn.Sequential, loss_fn: Loss, xb:
     loss = loss_fn(model(xb), yb)
     loss.backward()
     close(loss, ref_loss.detach(), name=f"loss, batch of {len(xb)}")
-    linears = [m for m in ref64 if isinstance(m, torch.nn.Linear)]
+    linears = _linears(ref64)
     for k, (lin, layer) in enumerate(zip(linears, model.layers, strict=True)):
         close(layer.weight.grad, lin.weight.grad.t(), name=f"layer {k} dW")
         close(layer.bias.grad, lin.bias.grad, name=f"layer {k} db")

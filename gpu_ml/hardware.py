@@ -64,6 +64,17 @@ def lookup(device_name: str) -> GPUSpec | None:
     return None
 
 
+def spec_for(env, reference: str | None = "H200") -> GPUSpec | None:
+    """The spec of the GPU `env` runs on; on a CPU or an unlisted GPU, `GPUS[reference]` (None: no fallback).
+
+    The fallback lets a notebook on a laptop print the reference GPU's roofline; the caller says so.
+    """
+    spec = lookup(env.device) if env.gpu else None
+    if spec is None and reference is not None:
+        spec = GPUS[reference]
+    return spec
+
+
 def attainable(spec: GPUSpec, dtype: str, intensity: float) -> float:
     """Roofline bound in TFLOP/s at `intensity` FLOP/byte: min(peak, bandwidth * intensity)."""
     return min(spec.peak(dtype), spec.bandwidth_gbs * 1e9 * intensity / 1e12)

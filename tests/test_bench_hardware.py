@@ -60,3 +60,17 @@ def test_roofline():
         hw.GPUS["T4"].peak("bf16")
     ax = hw.plot_roofline(h200, points={"x": (10.0, 40.0)})
     assert math.isclose(ax.get_lines()[0].get_ydata()[-1], 989.5)
+
+
+def test_spec_for_falls_back_to_the_reference():
+    from gpu_ml.env import Env
+
+    h200 = Env(mode="gpu", device="NVIDIA H200", capability=(9, 0), sm_count=132)
+    unknown = Env(mode="gpu", device="NVIDIA Mystery 9000", capability=(9, 0), sm_count=1)
+    cpu = Env(mode="cpu", device="CPU: Triton interpreter, CUDA compile-only")
+    assert hw.spec_for(h200) is hw.GPUS["H200"]
+    assert hw.spec_for(Env(mode="gpu", device="Tesla T4", capability=(7, 5), sm_count=40)) is hw.GPUS["T4"]
+    assert hw.spec_for(unknown) is hw.GPUS["H200"] and hw.spec_for(cpu, "A100") is hw.GPUS["A100"]
+    assert hw.spec_for(unknown, None) is None and hw.spec_for(cpu, None) is None
+    with pytest.raises(KeyError):
+        hw.spec_for(cpu, "no such GPU")

@@ -87,6 +87,7 @@ _SCALAR_TYPES = {
 }
 STREAM = "cudaStream_t"
 INCLUDE_DIR = Path(__file__).parent / "include"  # on every cell's include path: #include "gpu_ml.cuh"
+KERNELS_DIR = Path(__file__).parent / "kernels"  # too: #include "cuda/softmax.cuh" (exported by a lesson)
 _QUALIFIERS = re.compile(r"\b(const|__restrict__|__restrict|restrict|volatile)\b")
 _EXTERN_C = re.compile(r'extern\s+"C"\s+(?:__host__\s+)?([A-Za-z_][\w\s]*?)\s+(\w+)\s*\(([^)]*)\)\s*\{')
 _MAIN = re.compile(r"\bint\s+main\s*\(")
@@ -174,6 +175,21 @@ def _cache_dir() -> Path:
     return Path(root) / "cuda"
 
 
+def include_digest() -> str:
+    """A hash of every file a cell can `#include` from gpu_ml: gpu_ml/include and gpu_ml/kernels/cuda.
+
+    Part of each build's cache key, so that editing the shared header or re-exporting a lesson's
+    kernels rebuilds the cells that might include them.
+    """
+    digest = hashlib.sha256()
+    for name, folder in (("include", INCLUDE_DIR), ("kernels/cuda", KERNELS_DIR / "cuda")):
+        files = sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
+        for path in files:
+            digest.update(f"{name}/{path.relative_to(folder).as_posix()}\0".encode())
+            digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def build(
     source: str,
     *,
@@ -184,8 +200,9 @@ def build(
 ) -> Path:
     """Compile `source` with nvcc into an executable or (library=True) a shared library.
 
-    `gpu_ml/include` is on the include path. Builds are cached by a hash of the source, mode, arch,
-    flags, nvcc version and the shared header `gpu_ml.cuh`. Raises
+    `gpu_ml/include` and `gpu_ml/kernels` are on the include path. Builds are cached by a hash of the
+    source, mode, arch, flags, nvcc version and every file under gpu_ml/include and gpu_ml/kernels/cuda
+    (`include_digest`). Raises
     CudaCompileError with nvcc's message when compilation fails. Warnings are printed.
     """
     compiler = nvcc()
@@ -193,16 +210,16 @@ def build(
     if library:
         source = source + _ERROR_HOOK
     version = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout
-    header = (INCLUDE_DIR / "gpu_ml.cuh").read_text()  # part of the key: a changed header rebuilds
-    key = hashlib.sha256("\0".join([source, str(library), arch, *flags, version, header]).encode()).hexdigest()[:20]
+    headers = include_digest()  # part of the key: a changed header or exported kernel rebuilds
+    key = hashlib.sha256("\0".join([source, str(library), arch, *flags, version, headers]).encode()).hexdigest()[:20]
     folder = _cache_dir() / key
     target = folder / ("libcell.so" if library else "cell")
     if target.exists():
         return target
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "cell.cu").write_text(source)
-    cmd = [compiler, "-O3", f"-arch={arch}", "-std=c++17", "-lineinfo", f"-I{INCLUDE_DIR}", "-o", str(target) + ".tmp",
-           "cell.cu"]
+    cmd = [compiler, "-O3", f"-arch={arch}", "-std=c++17", "-lineinfo", f"-I{INCLUDE_DIR}", f"-I{KERNELS_DIR}",
+           "-o", str(target) + ".tmp", "cell.cu"]
     if library:
         cmd[1:1] = ["-shared", "-Xcompiler", "-fPIC"]
     cmd += list(flags)

@@ -231,6 +231,54 @@ def test_the_shared_header_is_on_the_include_path_and_in_the_cache_key(tmp_path,
     (changed / "gpu_ml.cuh").write_text((cuda.INCLUDE_DIR / "gpu_ml.cuh").read_text() + "\n// changed\n")
     monkeypatch.setattr(cuda, "INCLUDE_DIR", changed)
     assert cuda.build(SHARED, library=True) != first  # a changed header is a new build
+    second = cuda.build(SHARED, library=True)
+    (changed / "notes.cuh").write_text("// any file in the folder counts, not only gpu_ml.cuh\n")
+    assert cuda.build(SHARED, library=True) != second
+
+
+EXPORTED = r"""
+#include "cuda/probe.cuh"
+int main() { return probe_value(); }
+"""
+
+
+def test_exported_kernels_are_on_the_include_path_and_in_the_cache_key(tmp_path, monkeypatch):
+    kernels = tmp_path / "kernels"
+    (kernels / "cuda").mkdir(parents=True)
+    monkeypatch.setattr(cuda, "KERNELS_DIR", kernels)
+    with pytest.raises(cuda.CudaCompileError, match="probe.cuh"):  # not exported yet: nvcc cannot find it
+        cuda.build(EXPORTED, library=False)
+    probe = kernels / "cuda" / "probe.cuh"
+    probe.write_text("#pragma once\ninline int probe_value() { return 0; }\n")
+    first = cuda.build(EXPORTED, library=False)
+    assert cuda.build(EXPORTED, library=False) == first
+    probe.write_text("#pragma once\ninline int probe_value() { return 3; }\n")  # re-exported, changed
+    second = cuda.build(EXPORTED, library=False)
+    assert second != first
+    (kernels / "cuda" / "other.cuh").write_text("#pragma once\n")  # a new exported file
+    assert cuda.build(EXPORTED, library=False) != second
+    if HAS_GPU:  # the rebuilt program runs the changed header
+        with pytest.raises(cuda.CudaRunError, match="exited with code 3"):
+            cuda.run_program(second)
+
+
+def test_the_include_digest_covers_names_and_contents(tmp_path, monkeypatch):
+    include, kernels = tmp_path / "include", tmp_path / "kernels"
+    (kernels / "cuda").mkdir(parents=True)
+    include.mkdir()
+    monkeypatch.setattr(cuda, "INCLUDE_DIR", include)
+    monkeypatch.setattr(cuda, "KERNELS_DIR", kernels)
+    (include / "gpu_ml.cuh").write_text("a")
+    empty = cuda.include_digest()
+    (kernels / "cuda" / "x.cuh").write_text("b")
+    one = cuda.include_digest()
+    assert one != empty
+    (kernels / "cuda" / "x.cuh").rename(kernels / "cuda" / "y.cuh")  # same bytes, another name
+    assert cuda.include_digest() != one
+    (kernels / "cuda" / "y.cuh").unlink()
+    assert cuda.include_digest() == empty
+    (kernels / "triton.py").write_text("# only kernels/cuda counts")
+    assert cuda.include_digest() == empty
 
 
 @pytest.mark.skipif(not HAS_GPU, reason="needs a CUDA GPU")

@@ -91,6 +91,10 @@ KERNELS_DIR = Path(__file__).parent / "kernels"  # too: #include "cuda/softmax.c
 _QUALIFIERS = re.compile(r"\b(const|__restrict__|__restrict|restrict|volatile)\b")
 _EXTERN_C = re.compile(r'extern\s+"C"\s+(?:__host__\s+)?([A-Za-z_][\w\s]*?)\s+(\w+)\s*\(([^)]*)\)\s*\{')
 _MAIN = re.compile(r"\bint\s+main\s*\(")
+_EXPORT = re.compile(r"\A\s*//\| export (cuda/\w+\.cuh)\s*$", re.MULTILINE)
+# Where this process's exported cells put their source as they run (see cuda_cell): searched before gpu_ml/kernels,
+# so a cell that includes "cuda/NAME.cuh" compiles what the notebook just ran, even before `gpu-ml export`.
+_SESSION = f"{os.getpid()}-{os.urandom(4).hex()}"
 
 # Appended to every library so Python can read (and clear) the CUDA error state of its runtime.
 _ERROR_HOOK = """
@@ -175,14 +179,26 @@ def _cache_dir() -> Path:
     return Path(root) / "cuda"
 
 
+def exported_dir() -> Path:
+    """This process's copies of the exported header cells it has run: exported_dir()/cuda/NAME.cuh."""
+    return _cache_dir() / "exported" / _SESSION
+
+
+def include_dirs() -> list[Path]:
+    """nvcc's -I folders, searched in this order: this session's exported cells, gpu_ml/include, gpu_ml/kernels."""
+    return [exported_dir(), INCLUDE_DIR, KERNELS_DIR]
+
+
 def include_digest() -> str:
-    """A hash of every file a cell can `#include` from gpu_ml: gpu_ml/include and gpu_ml/kernels/cuda.
+    """A hash of every file a cell can `#include` from gpu_ml: gpu_ml/include, gpu_ml/kernels/cuda and
+    the exported cells this process has run.
 
     Part of each build's cache key, so that editing the shared header or re-exporting a lesson's
     kernels rebuilds the cells that might include them.
     """
     digest = hashlib.sha256()
-    for name, folder in (("include", INCLUDE_DIR), ("kernels/cuda", KERNELS_DIR / "cuda")):
+    for name, folder in (("include", INCLUDE_DIR), ("kernels/cuda", KERNELS_DIR / "cuda"),
+                         ("session", exported_dir())):
         files = sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
         for path in files:
             digest.update(f"{name}/{path.relative_to(folder).as_posix()}\0".encode())
@@ -200,9 +216,8 @@ def build(
 ) -> Path:
     """Compile `source` with nvcc into an executable or (library=True) a shared library.
 
-    `gpu_ml/include` and `gpu_ml/kernels` are on the include path. Builds are cached by a hash of the
-    source, mode, arch, flags, nvcc version and every file under gpu_ml/include and gpu_ml/kernels/cuda
-    (`include_digest`). Raises
+    `include_dirs()` are on the include path. Builds are cached by a hash of the source, mode, arch,
+    flags, nvcc version and every file those folders offer (`include_digest`). Raises
     CudaCompileError with nvcc's message when compilation fails. Warnings are printed.
     """
     compiler = nvcc()
@@ -218,7 +233,7 @@ def build(
         return target
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "cell.cu").write_text(source)
-    cmd = [compiler, "-O3", f"-arch={arch}", "-std=c++17", "-lineinfo", f"-I{INCLUDE_DIR}", f"-I{KERNELS_DIR}",
+    cmd = [compiler, "-O3", f"-arch={arch}", "-std=c++17", "-lineinfo", *(f"-I{d}" for d in include_dirs()),
            "-o", str(target) + ".tmp", "cell.cu"]
     if library:
         cmd[1:1] = ["-shared", "-Xcompiler", "-fPIC"]
@@ -371,7 +386,13 @@ def _magic_parser() -> argparse.ArgumentParser:
 
 
 def cuda_cell(line: str, cell: str, namespace: dict | None = None):
-    """Implementation of `%%cuda [--arch A] [--timeout S] [--args "..."] [nvcc flags...]`."""
+    """Implementation of `%%cuda [--arch A] [--timeout S] [--args "..."] [nvcc flags...]`.
+
+    A cell whose first line is `//| export cuda/NAME.cuh` (see gpu_ml.export) may hold only device
+    code and kernels: it is compiled as a check, and once it compiles, later cells of this process
+    that `#include "cuda/NAME.cuh"` get this cell's text (before `gpu-ml export` has copied it into
+    gpu_ml/kernels). One cell per exported header: a second cell exporting the same file replaces it.
+    """
     options, flags = _magic_parser().parse_known_args(shlex.split(line))
     if _MAIN.search(cell):
         exe = build(cell, library=False, arch=options.arch, flags=flags)
@@ -384,13 +405,22 @@ def cuda_cell(line: str, cell: str, namespace: dict | None = None):
             print(proc.stderr, end="", file=sys.stderr)
         return None
     functions = parse_signatures(cell)  # fail on unsupported signatures before compiling
-    if not functions:
-        raise ValueError('%%cuda: the cell has neither main() nor an extern "C" host function to call from Python')
+    export = _EXPORT.match(cell)
+    if not functions and export is None:
+        raise ValueError('%%cuda: the cell has neither main() nor an extern "C" host function to call from Python '
+                         '(nor an `//| export cuda/NAME.cuh` first line)')
     path = build(cell, library=True, arch=options.arch, flags=flags)
-    wrapped = load_library(path, cell)
+    if export is not None:
+        header = exported_dir() / export.group(1)
+        header.parent.mkdir(parents=True, exist_ok=True)
+        header.write_text(cell)
+    wrapped = load_library(path, cell) if functions else {}
     if namespace is not None:
         namespace.update(wrapped)
-    print("compiled: " + ", ".join(repr(f) for f in wrapped.values()))
+    if wrapped:
+        print("compiled: " + ", ".join(repr(f) for f in wrapped.values()))
+    if export is not None:
+        print(f'compiled {export.group(1)}: later cells can #include "{export.group(1)}"')
     return None
 
 

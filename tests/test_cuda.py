@@ -304,3 +304,37 @@ def test_the_shared_helpers_compute_what_they_say():
     finite = x[100:]
     torch.testing.assert_close(out[4], finite.max())
     torch.testing.assert_close(out[5], torch.exp(finite - finite.max()).sum(), rtol=1e-4, atol=1e-5)
+
+
+HEADER_CELL = """//| export cuda/probe_session.cuh
+#pragma once
+template <typename T> __global__ void probe_kernel(T* out) { out[0] = T(VALUE); }
+"""
+USER_CELL = """#include "cuda/probe_session.cuh"
+extern "C" void probe(float* out) { probe_kernel<float><<<1, 1>>>(out); }
+"""
+
+
+def test_an_exported_header_cell_compiles_and_later_cells_include_it(capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(cuda, "KERNELS_DIR", tmp_path / "kernels")  # nothing exported on disk
+    with pytest.raises(cuda.CudaCompileError, match="probe_session.cuh"):
+        cuda.cuda_cell("", USER_CELL, {})  # no cell has defined it yet
+    with pytest.raises(cuda.CudaCompileError):
+        cuda.cuda_cell("", HEADER_CELL.replace("T(VALUE)", "T(VALUE"), {})  # a broken header is not kept
+    assert not (cuda.exported_dir() / "cuda" / "probe_session.cuh").exists()
+    ns = {}
+    cuda.cuda_cell("", HEADER_CELL.replace("VALUE", "1"), ns)
+    assert ns == {} and 'later cells can #include "cuda/probe_session.cuh"' in capsys.readouterr().out
+    first = cuda.build(USER_CELL, library=True)
+    cuda.cuda_cell("", USER_CELL, ns)
+    assert "probe" in ns
+    cuda.cuda_cell("", HEADER_CELL.replace("VALUE", "2"), {})  # the cell edited and run again
+    assert "T(2)" in (cuda.exported_dir() / "cuda" / "probe_session.cuh").read_text()
+    assert cuda.build(USER_CELL, library=True) != first  # the including cell rebuilds against the new text
+
+
+def test_a_cell_with_only_kernels_and_no_export_is_refused():
+    with pytest.raises(ValueError, match="export cuda/NAME.cuh"):
+        cuda.cuda_cell("", HEADER_CELL.replace("//| export cuda/probe_session.cuh\n", "").replace("VALUE", "1"))
+    with pytest.raises(ValueError, match="neither main"):  # an export to a .cu file is not a header
+        cuda.cuda_cell("", HEADER_CELL.replace(".cuh", ".cu").replace("VALUE", "1"))

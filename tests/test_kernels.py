@@ -186,6 +186,91 @@ def test_cross_entropy_views_and_refusals():
         ce.cross_entropy(wide.T[:16], t)
 
 
+# --- softmax (triton/03-nn-components/02_softmax) ---------------------------------------------
+
+from gpu_ml.kernels.triton import softmax as sm  # noqa: E402
+
+SOFTMAX = {
+    "fused": sm.softmax_fused,
+    "online": lambda x: sm.softmax_online(x, block=64),  # rows of more than 64 columns take several blocks
+    "dispatch": sm.softmax,
+}
+
+
+def _softmax_check(fn, x, name):
+    assert_as_accurate_as_torch(fn(x), torch.softmax(x, dim=-1), torch.softmax(x.double(), dim=-1), name=name)
+
+
+@pytest.mark.parametrize("kind", SOFTMAX)
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", [(1, 1), (7, 3), (1, 1000), (5, 1025), (300, 1), (0, 10), (3, 0), (2, 4099)])
+def test_softmax_matches_torch(kind, dtype, shape):
+    x = (3 * torch.randn(shape, device=DEVICE)).to(dtype)
+    _softmax_check(SOFTMAX[kind], x, f"{kind} {shape}")
+
+
+@pytest.mark.parametrize("kind", SOFTMAX)
+def test_softmax_masked_and_extreme_rows(kind):
+    """-inf in a whole first block, in the last block only, in every third column; one finite entry; +-1e4;
+    a row of all -inf gives NaN, as torch's does."""
+    x = 3 * torch.randn(6, 300, device=DEVICE)
+    x[0, :64] = float("-inf")
+    x[1, 290:] = float("-inf")
+    x[2, ::3] = float("-inf")
+    x[3] = float("-inf")
+    x[3, 299] = 2.0  # a single finite entry: its output is exactly 1
+    x[4] = torch.linspace(-1e4, 1e4, 300)
+    x[5] = float("-inf")
+    with np.errstate(invalid="ignore", divide="ignore"):  # the interpreter computes the all -inf row in NumPy
+        y = SOFTMAX[kind](x)
+    assert y[3, 299].item() == 1.0 and torch.isnan(y[5]).all()
+    assert_as_accurate_as_torch(y[:5], torch.softmax(x[:5], dim=-1), torch.softmax(x[:5].double(), dim=-1),
+                                name=kind)
+
+
+@pytest.mark.parametrize("kind", SOFTMAX)
+def test_softmax_views(kind):
+    base = torch.randn(40, 1200, device=DEVICE)
+    for x in (base[:, 100:1100], base[::2], base[:1, :777].expand(9, 777), base[:1].t()[:5, :1]):
+        _softmax_check(SOFTMAX[kind], x, f"{kind} view {tuple(x.shape)} strides {x.stride()}")
+
+
+def test_softmax_persistent_grid_and_backward():
+    x = torch.randn(37, 100, device=DEVICE)
+    for programs in (1, 2, 64):
+        _softmax_check(lambda t, p=programs: sm.softmax_fused(t, programs=p), x, f"fused on {programs} programs")
+    for shape, block in (((5, 1), None), ((33, 1000), None), ((33, 1000), 64), ((0, 7), None)):
+        x = torch.randn(shape, device=DEVICE, dtype=torch.float64).requires_grad_()
+        w = torch.randn(shape, device=DEVICE, dtype=torch.float64)
+        (torch.softmax(x, dim=-1) * w).sum().backward()
+        y = torch.softmax(x.detach(), dim=-1).float()
+        dx = sm.softmax_backward(y, w.float(), block=block)
+        torch.testing.assert_close(dx.double(), x.grad, rtol=1e-4, atol=1e-6)
+    xs = torch.randn(9, 333, device=DEVICE, requires_grad=True)
+    sm.triton_softmax(xs).sum().backward()  # dy = ones broadcast (strides 0): dx is 0 up to rounding
+    assert xs.grad.abs().max() < 1e-6
+
+
+def test_softmax_refusals():
+    x = torch.randn(5, 7, device=DEVICE)
+    with pytest.raises(ValueError, match="column stride"):
+        sm.softmax(x.t())
+    with pytest.raises(TypeError, match="dtype torch.float64"):
+        sm.softmax_fused(x.double())
+    with pytest.raises(ValueError, match="2-D"):
+        sm.softmax_online(x[0])
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        sm.softmax(x.tolist())
+    with pytest.raises(ValueError, match="is on"):
+        sm.softmax(x.to("meta" if DEVICE == "cpu" else "cpu"))
+    with pytest.raises(ValueError, match="too wide"):
+        sm.softmax_fused(torch.empty(1, 40000, device=DEVICE))
+    with pytest.raises(ValueError, match="power of two"):
+        sm.softmax_online(x, block=100)
+    with pytest.raises(ValueError, match="differ"):
+        sm.softmax_backward(x, x[:, :5])
+
+
 # --- matmul (triton/02-matrix-ops/02_fast_matmul) ---------------------------------------------
 
 from gpu_ml.kernels.triton import matmul as mm  # noqa: E402

@@ -1,17 +1,17 @@
 """compute-sanitizer (memcheck and racecheck) on the matmul kernels of cuda/02-matrix-ops.
 
-Each kernel is taken from its notebook: the `%%cuda` cell that defines the kernel's `extern "C"` host
-function. A small host program is appended (allocate exactly-sized buffers, fill them, launch through
-the host function, compare with a CPU reference), built with `gpu_ml.cuda.build(..., library=False)`
-and run under `compute-sanitizer --tool memcheck` and `--tool racecheck`. A reported error, a missing
-summary line, a wrong result or a non-zero exit fails the test.
+Each kernel is read from the file its notebook exports into gpu_ml/kernels/cuda (`gpu-ml export`;
+tests/test_export.py keeps those files in sync with the notebooks). A small host program includes
+that file (allocate exactly-sized buffers, fill them, launch through the `extern "C"` host function,
+compare with a CPU reference), is built with `gpu_ml.cuda.build(..., library=False)` and run under
+`compute-sanitizer --tool memcheck` and `--tool racecheck`. A reported error, a missing summary line,
+a wrong result or a non-zero exit fails the test.
 
-Without a GPU (CI), only the extraction and a compile of the generated programs run.
+Without a GPU (CI), only the lookup and a compile of the generated programs run.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
@@ -21,35 +21,34 @@ import pytest
 
 from gpu_ml import cuda
 from gpu_ml.env import has_gpu
+from gpu_ml.export import KERNELS as GENERATED
 
-ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = ROOT / "cuda" / "02-matrix-ops"
+CUDA_KERNELS = GENERATED / "cuda"
 
-# extern "C" function -> (notebook, M, N, K). Shapes are valid for the kernel (the fast ones need whole
+# extern "C" function -> (generated file, M, N, K). Shapes are valid for the kernel (the fast ones need whole
 # tiles; their Python wrappers pad other shapes), span several blocks in M and N, and take more K steps
 # than the pipelines have stages, so that every stage is reused. sgemm_shared/1d/2d take any shape.
 KERNELS = {
-    "sgemm_shared": ("01_matmul_naive_to_shared.ipynb", 127, 129, 131),
-    "sgemm_1d": ("02_matmul_register_tiling.ipynb", 127, 129, 131),
-    "sgemm_2d": ("02_matmul_register_tiling.ipynb", 127, 129, 131),
-    "sgemm_vec": ("02_matmul_register_tiling.ipynb", 256, 384, 24),
-    "sgemm_nobank": ("02_matmul_register_tiling.ipynb", 256, 384, 24),
-    "sgemm_warptile": ("02_matmul_register_tiling.ipynb", 256, 384, 24),
-    "sgemm_pipelined": ("02_matmul_register_tiling.ipynb", 256, 384, 40),
-    "hgemm_wmma_f16": ("03_tensor_cores.ipynb", 256, 256, 96),
-    "hgemm_mma_f16": ("03_tensor_cores.ipynb", 256, 512, 160),
-    "hgemm_mma_bf16": ("03_tensor_cores.ipynb", 256, 512, 160),
-    "hgemm_wgmma_f16": ("03_tensor_cores.ipynb", 256, 512, 320),
+    "sgemm_shared": ("sgemm_naive_to_shared.cu", 127, 129, 131),
+    "sgemm_1d": ("sgemm_tiled.cu", 127, 129, 131),
+    "sgemm_2d": ("sgemm_tiled.cu", 127, 129, 131),
+    "sgemm_vec": ("sgemm_tiled.cu", 256, 384, 24),
+    "sgemm_nobank": ("sgemm_tiled.cu", 256, 384, 24),
+    "sgemm_warptile": ("sgemm_tiled.cu", 256, 384, 24),
+    "sgemm_pipelined": ("sgemm_tiled.cu", 256, 384, 40),
+    "hgemm_wmma_f16": ("hgemm_wmma.cu", 256, 256, 96),
+    "hgemm_mma_f16": ("hgemm_mma.cu", 256, 512, 160),
+    "hgemm_mma_bf16": ("hgemm_mma.cu", 256, 512, 160),
+    "hgemm_wgmma_f16": ("hgemm_wgmma.cu", 256, 512, 320),
 }
 HOPPER_ONLY = {"hgemm_wgmma_f16"}
+ARCH = {"hgemm_wgmma.cu": "sm_90a"}  # the file's %%cuda cell says --arch sm_90a (wgmma, setmaxnreg)
 ELEMENT = {"float": "float", "half": "half", "__half": "half", "__nv_bfloat16": "__nv_bfloat16"}
 TOLERANCE = {"float": 1e-4, "half": 1e-2, "__nv_bfloat16": 2e-2}  # relative to 1 + |reference|
 
 HARNESS = r"""
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
-#include <cmath>
-#include <cstdio>
+#include "cuda/KERNEL_FILE"
+#include "gpu_ml.cuh"  // CHECK
 #include <vector>
 
 static float to_f(float x) { return x; }
@@ -59,15 +58,6 @@ template <typename T> static T from_f(float x);
 template <> float from_f<float>(float x) { return x; }
 template <> half from_f<half>(float x) { return __float2half_rn(x); }
 template <> __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-
-#define CHECK(call)                                                                               \
-    do {                                                                                          \
-        cudaError_t e_ = (call);                                                                  \
-        if (e_ != cudaSuccess) {                                                                  \
-            std::printf("CUDA error %s at line %d\n", cudaGetErrorString(e_), __LINE__);          \
-            return 2;                                                                             \
-        }                                                                                         \
-    } while (0)
 
 int main() {
     using T = ELEMENT_T;
@@ -108,34 +98,24 @@ int main() {
 """
 
 
-def cuda_cells(notebook: Path) -> list[tuple[str, str]]:
-    """(magic line, CUDA source) of every `%%cuda` cell of a notebook."""
-    cells = []
-    for cell in json.loads(notebook.read_text())["cells"]:
-        source = "".join(cell["source"])
-        if cell["cell_type"] == "code" and source.startswith("%%cuda"):
-            line, _, body = source.partition("\n")
-            cells.append((line, body))
-    return cells
-
-
-def find_kernel(name: str, notebook: str | None = None) -> tuple[str, str]:
-    """The (magic line, source) of the one `%%cuda` cell that defines the host function `name`."""
-    notebook = NOTEBOOKS / (notebook or KERNELS[name][0])
-    hits = [(line, body) for line, body in cuda_cells(notebook) if name in cuda.parse_signatures(body)]
-    assert len(hits) == 1, f"{name}: {len(hits)} %%cuda cells of {notebook.name} define it (expected 1)"
+def kernel_file(name: str) -> Path:
+    """The generated file under gpu_ml/kernels/cuda that defines the host function `name` (exactly one)."""
+    hits = [path for path in sorted(CUDA_KERNELS.glob("*.cu")) if name in cuda.parse_signatures(path.read_text())]
+    assert len(hits) == 1, f"{name}: {len(hits)} generated .cu files define it (expected 1): {hits}"
     return hits[0]
 
 
 def program(name: str) -> tuple[str, str | None]:
-    """The kernel's cell with a host main appended, and the -arch its magic line asks for (or None)."""
-    line, body = find_kernel(name)
-    ret, params = cuda.parse_signatures(body)[name]
+    """A host program that includes the kernel's generated file, and the -arch that file needs (or None)."""
+    path = kernel_file(name)
+    assert path.name == KERNELS[name][0], f"{name} moved to {path.name}: update KERNELS"
+    ret, params = cuda.parse_signatures(path.read_text())[name]
     element = ELEMENT[params[0].ctype]
     M, N, K = KERNELS[name][1:]
     extra = ", 0" if len(params) == 7 else ""  # the stream argument of the HGEMM functions: the default stream
     main = (
-        HARNESS.replace("ELEMENT_T", element)
+        HARNESS.replace("KERNEL_FILE", path.name)
+        .replace("ELEMENT_T", element)
         .replace("SHAPE_M", str(M))
         .replace("SHAPE_N", str(N))
         .replace("SHAPE_K", str(K))
@@ -143,15 +123,15 @@ def program(name: str) -> tuple[str, str | None]:
         .replace(" EXTRA_ARGS", extra)
         .replace("TOLERANCE_V", repr(TOLERANCE[element]))
     )
-    arch = re.search(r"--arch[ =](\S+)", line)
-    return body + "\n" + main, arch.group(1) if arch else None
+    return main, ARCH.get(path.name)
 
 
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_kernel_is_found_with_a_gemm_signature(name):
-    """Runs everywhere: each named kernel is defined by exactly one cell, as (A, B, C, M, N, K[, stream])."""
-    _, body = find_kernel(name)
-    ret, params = cuda.parse_signatures(body)[name]
+    """Runs everywhere: each named kernel is defined by exactly one generated file, as (A, B, C, M, N, K[, stream])."""
+    path = kernel_file(name)
+    assert path.name == KERNELS[name][0]
+    ret, params = cuda.parse_signatures(path.read_text())[name]
     assert ret == "int", f"{name} must return its CUDA error code"
     assert [p.pointer for p in params[:3]] == [True] * 3 and len({p.ctype for p in params[:3]}) == 1
     assert params[0].ctype in ELEMENT
@@ -160,8 +140,8 @@ def test_kernel_is_found_with_a_gemm_signature(name):
 
 
 def test_a_missing_kernel_is_reported():
-    with pytest.raises(AssertionError, match="0 %%cuda cells"):
-        find_kernel("no_such_kernel", "01_matmul_naive_to_shared.ipynb")
+    with pytest.raises(AssertionError, match="0 generated .cu files"):
+        kernel_file("no_such_kernel")
 
 
 def have_nvcc() -> bool:
@@ -174,7 +154,7 @@ def have_nvcc() -> bool:
 @pytest.mark.skipif(not have_nvcc(), reason="nvcc not found")
 @pytest.mark.parametrize("name", ["sgemm_shared", "hgemm_mma_bf16", "hgemm_wgmma_f16"])
 def test_harness_compiles(name, tmp_path, monkeypatch):
-    """The generated programs are valid CUDA C++ (one SGEMM, one mma.sync and the sm_90a wgmma cell)."""
+    """The generated programs are valid CUDA C++ (one SGEMM, one mma.sync and the sm_90a wgmma file)."""
     monkeypatch.setenv("GPU_ML_CACHE", str(tmp_path))
     source, arch = program(name)
     assert cuda.build(source, library=False, arch=arch).exists()

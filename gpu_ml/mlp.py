@@ -116,6 +116,20 @@ def copy_weights(ref: torch.nn.Sequential, ours: FlatMLP) -> None:
             layer.bias.copy_(lin.bias)
 
 
+def weight_difference(ours: FlatMLP, ref: torch.nn.Sequential) -> float:
+    """The largest absolute difference between a FlatMLP's weights and a torch_mlp's (biases not counted)."""
+    linears = _linears(ref)
+    if len(linears) != len(ours.layers):
+        raise ValueError(f"the models have {len(ours.layers)} and {len(linears)} layers")
+    diffs = []
+    for lin, layer in zip(linears, ours.layers, strict=True):
+        if layer.weight.shape != lin.weight.t().shape:
+            raise ValueError(f"weights of shape {tuple(layer.weight.shape)} and {tuple(lin.weight.shape)} (transposed) "
+                             "do not correspond")
+        diffs.append((layer.weight.detach() - lin.weight.detach().t()).abs().max().item())
+    return max(diffs)
+
+
 def torch_variant(ref: torch.nn.Sequential, lr: float, momentum: float):
     """(model, step, optimizer) for the PyTorch baseline: a copy of `ref`, F.cross_entropy, torch.optim.SGD."""
     model = copy.deepcopy(ref)

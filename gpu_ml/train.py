@@ -27,6 +27,26 @@ class Split(NamedTuple):
     test_images: torch.Tensor  # uint8 [n_test, 28, 28], on the CPU, for the picture of predictions
 
 
+class StepDecay(NamedTuple):
+    """SGD with momentum at `lr` for epochs 0 .. decay_from - 1, then lr / 10: both MNIST notebooks' schedule.
+
+    Called with an epoch (counted from 0) it returns that epoch's rate, so it is `train`'s `lr_at`.
+    """
+
+    lr: float
+    momentum: float
+    decay_from: int
+
+    def __call__(self, epoch: int) -> float:
+        if epoch < 0:
+            raise ValueError(f"epochs are counted from 0, got {epoch}")
+        return self.lr if epoch < self.decay_from else self.lr / 10
+
+    def describe(self) -> str:
+        """The optimizer in words, for the recorded results: 'SGD momentum 0.9, lr 0.05, x0.1 from epoch 8'."""
+        return f"SGD momentum {self.momentum}, lr {self.lr}, x0.1 from epoch {self.decay_from + 1}"
+
+
 def prepare(data: Dataset, n_train: int, n_test: int, device: str) -> Split:
     """The first n_train / n_test images, flattened to 784 values, standardized with the training
     set's mean and standard deviation and moved to `device` once; labels are range-checked once

@@ -149,3 +149,18 @@ def test_exercise_checks_pass_a_right_answer_and_fail_a_wrong_one():
     xb, yb = torch.randn(64, 784), torch.randint(0, 10, (64,))
     assert mlp.check_accumulation(type("Acc", (mlp.FlatMLP,), {"linear": Accumulating.apply}), F.cross_entropy, xb, yb)
     assert not mlp.check_accumulation(TorchMLP, F.cross_entropy, xb, yb)  # overwrites: the second half wins
+
+
+def test_weight_difference_is_the_largest_weight_gap_and_refuses_other_shapes():
+    torch.manual_seed(0)
+    ref, ours = mlp.torch_mlp(sizes=(6, 5, 3)), mlp.FlatMLP(sizes=(6, 5, 3))
+    mlp.copy_weights(ref, ours)
+    assert mlp.weight_difference(ours, ref) == 0.0
+    with torch.no_grad():
+        ours.layers[1].weight[4, 2] += 0.25  # [in, out]: torch's weight [2, 4]
+        ours.layers[0].bias += 1.0  # biases are not counted
+    assert mlp.weight_difference(ours, ref) == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="layers"):
+        mlp.weight_difference(mlp.FlatMLP(sizes=(6, 3)), ref)
+    with pytest.raises(ValueError, match="do not correspond"):
+        mlp.weight_difference(mlp.FlatMLP(sizes=(6, 4, 3)), ref)

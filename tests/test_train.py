@@ -165,3 +165,14 @@ def test_report_records_and_enforces_the_bars(monkeypatch, capsys):
     assert "(bar: <= 1.0x: missed)" in capsys.readouterr().out
     with pytest.raises(AssertionError, match="reached 97.00% on MNIST"):
         train.report(runs(0.97, 8.0), split, ours="Ours", notebook="nb", batch=32, optimizer="SGD")
+
+
+def test_step_decay_is_an_lr_at_and_describes_itself():
+    schedule = train.StepDecay(lr=0.05, momentum=0.9, decay_from=7)
+    assert [schedule(e) for e in (0, 6, 7, 9)] == [0.05, 0.05, 0.05 / 10, 0.05 / 10]
+    assert schedule.describe() == "SGD momentum 0.9, lr 0.05, x0.1 from epoch 8"
+    with pytest.raises(ValueError, match="counted from 0"):
+        schedule(-1)
+    split = train.prepare(_dataset(), n_train=128, n_test=32, device="cpu")
+    run = train.train("decay", _make, split, epochs=3, batch=32, lr_at=train.StepDecay(0.01, 0.0, 2))
+    assert run["lrs"] == [0.01, 0.01, 0.001]

@@ -80,6 +80,25 @@ def attainable(spec: GPUSpec, dtype: str, intensity: float) -> float:
     return min(spec.peak(dtype), spec.bandwidth_gbs * 1e9 * intensity / 1e12)
 
 
+def measure_peaks(n: int = 8192, copy_bytes: int = 2**30) -> tuple[float, float]:
+    """(copy bandwidth in GB/s, bf16 matmul TFLOP/s) measured on this GPU: `copy_bytes` copied, an n^3 matmul.
+
+    The measured roof, beside the datasheet's; the buffers are freed on return. Needs a CUDA GPU.
+    """
+    import torch
+
+    from gpu_ml.bench import bench, gbps, tflops
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("measure_peaks() needs a CUDA GPU; tag this notebook cell `gpu` so CPU runs skip it")
+    src = torch.empty(copy_bytes // 2, device="cuda", dtype=torch.bfloat16)
+    dst = torch.empty_like(src)
+    copy_gbs = gbps(2 * src.nbytes, bench(lambda: dst.copy_(src)))
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    return copy_gbs, tflops(2 * n**3, bench(lambda: a @ b))
+
+
 def plot_roofline(
     spec: GPUSpec,
     dtypes: tuple[str, ...] = ("bf16", "fp32"),

@@ -1,4 +1,4 @@
-"""Count the memory traffic (and matmul FLOPs) of PyTorch code, one ATen op at a time.
+"""Count the memory traffic (and matmul FLOPs) of PyTorch code, one ATen op at a time; and its peak memory.
 
 `Traffic` is a `TorchDispatchMode`: every ATen operation PyTorch runs inside it (in eager mode,
 one kernel each) passes through it with its input and output tensors. It charges each op the
@@ -9,6 +9,7 @@ part of it. It runs on any device, also on `meta` tensors, which have shapes but
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import torch
@@ -88,3 +89,16 @@ class Traffic(TorchDispatchMode):
     def total_flops(self) -> int:
         """Matmul FLOPs of every recorded op."""
         return sum(op.flops for op in self.ops)
+
+
+def peak_bytes(fn: Callable[[], object]) -> int:
+    """Peak CUDA memory allocated while `fn()` runs, above what was allocated before (its result is freed)."""
+    if not torch.cuda.is_available():
+        raise RuntimeError("peak_bytes() needs a CUDA GPU; tag this notebook cell `gpu` so CPU runs skip it")
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    out = fn()
+    torch.cuda.synchronize()
+    del out
+    return torch.cuda.max_memory_allocated() - base

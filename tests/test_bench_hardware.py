@@ -74,3 +74,19 @@ def test_spec_for_falls_back_to_the_reference():
     assert hw.spec_for(unknown, None) is None and hw.spec_for(cpu, None) is None
     with pytest.raises(KeyError):
         hw.spec_for(cpu, "no such GPU")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU behaviour")
+def test_measure_peaks_refuses_without_gpu():
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        hw.measure_peaks()
+
+
+@needs_gpu
+def test_measure_peaks_on_gpu():
+    from gpu_ml.env import Env
+
+    copy_gbs, matmul_tflops = hw.measure_peaks(n=2048, copy_bytes=2**28)
+    spec = hw.spec_for(Env(mode="gpu", device=torch.cuda.get_device_name(), capability=(0, 0), sm_count=1))
+    assert 0 < copy_gbs < 1.5 * spec.bandwidth_gbs  # a copy cannot beat the memory by much (L2 aside)
+    assert 0 < matmul_tflops < 1.2 * spec.peak("bf16")

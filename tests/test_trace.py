@@ -1,8 +1,9 @@
+import pytest
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from gpu_ml.trace import Op, Traffic, matmul_flops
+from gpu_ml.trace import Op, Traffic, matmul_flops, peak_bytes
 
 
 def test_unfused_elementwise_bytes():
@@ -50,3 +51,17 @@ def test_safe_softmax_is_expanded():
     assert "_safe_softmax" not in names
     assert names[-5:-1] == ["softmax", "isneginf", "all", "where"]
     assert t.total_flops() == 4 * 2 * 16 * 16 * 8  # QK^T and PV
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU behaviour")
+def test_peak_bytes_refuses_without_gpu():
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        peak_bytes(lambda: None)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_peak_bytes_on_gpu():
+    keep = torch.empty(2**20, device="cuda")  # allocated before: not counted
+    assert peak_bytes(lambda: torch.empty(2**22, device="cuda")) == 4 * 2**22
+    assert peak_bytes(lambda: None) == 0
+    del keep

@@ -5,7 +5,9 @@ non-zero exit or a timeout raises. Library mode (no `main`): build a shared libr
 `extern "C"` host function into the notebook as a Python callable that checks its tensor
 arguments (CUDA device, dtype, contiguity) against the C parameter types before calling, and
 turns CUDA errors into `CudaError`. Without a GPU the cell is still compiled (a real nvcc check);
-programs are not run and library functions raise when called.
+programs are not run and library functions raise when called. Every cell can
+`#include "gpu_ml.cuh"` (the track's shared helpers, gpu_ml/include) and the kernels the lessons
+export (`#include "cuda/softmax_warp.cuh"`, gpu_ml/kernels/cuda; see gpu_ml.export).
 """
 
 from __future__ import annotations

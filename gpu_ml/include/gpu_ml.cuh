@@ -1,5 +1,6 @@
 // gpu_ml.cuh: the helpers the CUDA track's kernels share, one name each. `%%cuda` cells find it on their
 // include path (#include "gpu_ml.cuh"); the lessons that teach a helper still write it out in their cells.
+// The kernels lessons export are on that path too: #include "cuda/softmax_warp.cuh" (gpu_ml/kernels/cuda).
 //   CHECK(call)                       abort with file, line and CUDA's message when a runtime call fails
 //   to_float(x), from_float<T>(v)     fp32 <-> float / __half / __nv_bfloat16
 //   Pack<T, VEC>, load_pack, store_pack   16-byte (or VEC-element) vector loads and stores, converted to fp32

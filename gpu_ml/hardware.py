@@ -80,20 +80,38 @@ def attainable(spec: GPUSpec, dtype: str, intensity: float) -> float:
     return min(spec.peak(dtype), spec.bandwidth_gbs * 1e9 * intensity / 1e12)
 
 
+def roofline_ms(flops: float, nbytes: float, peak_tflops: float, bw_gbs: float) -> float:
+    """Roofline time in ms of one kernel: the longer of its compute time and its memory time."""
+    return max(flops / (peak_tflops * 1e12), nbytes / (bw_gbs * 1e9)) * 1e3
+
+
+def _cuda_or_raise(what: str):
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"{what} needs a CUDA GPU; tag this notebook cell `gpu` so CPU runs skip it")
+    return torch
+
+
+def copy_bandwidth(nbytes: int = 2**30) -> float:
+    """GB/s of a device-to-device copy of `nbytes` (read + written) measured on this GPU. Needs a CUDA GPU."""
+    torch = _cuda_or_raise("copy_bandwidth()")
+    from gpu_ml.bench import bench, gbps
+
+    src = torch.empty(nbytes // 2, device="cuda", dtype=torch.bfloat16)
+    dst = torch.empty_like(src)
+    return gbps(2 * src.nbytes, bench(lambda: dst.copy_(src)))
+
+
 def measure_peaks(n: int = 8192, copy_bytes: int = 2**30) -> tuple[float, float]:
     """(copy bandwidth in GB/s, bf16 matmul TFLOP/s) measured on this GPU: `copy_bytes` copied, an n^3 matmul.
 
     The measured roof, beside the datasheet's; the buffers are freed on return. Needs a CUDA GPU.
     """
-    import torch
+    torch = _cuda_or_raise("measure_peaks()")
+    from gpu_ml.bench import bench, tflops
 
-    from gpu_ml.bench import bench, gbps, tflops
-
-    if not torch.cuda.is_available():
-        raise RuntimeError("measure_peaks() needs a CUDA GPU; tag this notebook cell `gpu` so CPU runs skip it")
-    src = torch.empty(copy_bytes // 2, device="cuda", dtype=torch.bfloat16)
-    dst = torch.empty_like(src)
-    copy_gbs = gbps(2 * src.nbytes, bench(lambda: dst.copy_(src)))
+    copy_gbs = copy_bandwidth(copy_bytes)
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     return copy_gbs, tflops(2 * n**3, bench(lambda: a @ b))

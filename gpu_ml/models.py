@@ -58,3 +58,8 @@ def attention_flops(batch: int, heads: int, n_q: int, n_k: int, head_dim: int, c
     kept = min(n_q, n_k)
     scores = kept * (kept + 1) // 2 + max(n_q - n_k, 0) * n_k
     return 4 * batch * heads * head_dim * scores
+
+
+def attention_min_bytes(batch: int, heads: int, n: int, head_dim: int, bytes_per_value: int) -> int:
+    """The least HBM traffic of an attention forward with n_q = n_k = n: read Q, K, V and write O once each."""
+    return 4 * batch * heads * n * head_dim * bytes_per_value

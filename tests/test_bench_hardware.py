@@ -80,6 +80,13 @@ def test_spec_for_falls_back_to_the_reference():
 def test_measure_peaks_refuses_without_gpu():
     with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
         hw.measure_peaks()
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        hw.copy_bandwidth()
+
+
+def test_roofline_ms():
+    assert hw.roofline_ms(2e12, 1e9, peak_tflops=1000, bw_gbs=1000) == pytest.approx(2.0)  # compute bound
+    assert hw.roofline_ms(1e12, 4e9, peak_tflops=1000, bw_gbs=1000) == pytest.approx(4.0)  # memory bound
 
 
 @needs_gpu
@@ -90,3 +97,4 @@ def test_measure_peaks_on_gpu():
     spec = hw.spec_for(Env(mode="gpu", device=torch.cuda.get_device_name(), capability=(0, 0), sm_count=1))
     assert 0 < copy_gbs < 1.5 * spec.bandwidth_gbs  # a copy cannot beat the memory by much (L2 aside)
     assert 0 < matmul_tflops < 1.2 * spec.peak("bf16")
+    assert 0 < hw.copy_bandwidth(2**28) < 1.5 * spec.bandwidth_gbs

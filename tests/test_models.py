@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from gpu_ml.models import LLAMA3_8B, LLAMA3_70B, ModelConfig, attention_flops
+from gpu_ml.models import LLAMA3_8B, LLAMA3_70B, ModelConfig, attention_flops, attention_min_bytes
 
 
 def test_llama3_parameter_counts():
@@ -55,3 +55,8 @@ def test_model_config_fields():
     tiny = ModelConfig("tiny", n_layers=1, d_model=64, n_heads=4, n_kv_heads=2, head_dim=16, d_ff=96, vocab=0)
     assert tiny.layer_params() == 64 * 8 * 16 + 4 * 16 * 64 + 3 * 64 * 96 + 2 * 64
     assert tiny.params() == tiny.layer_params() + 64
+
+
+def test_attention_min_bytes_is_q_k_v_o():
+    q = torch.empty(2, 3, 50, 16, dtype=torch.float16)
+    assert attention_min_bytes(2, 3, 50, 16, 2) == 4 * q.nbytes

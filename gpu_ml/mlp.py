@@ -181,6 +181,36 @@ def check_gradients(model: FlatMLP, ref: torch.nn.Sequential, loss_fn: Loss, xb:
         close(layer.bias.grad, lin.bias.grad, name=f"layer {k} db")
 
 
+def check_linear(linear: Callable[..., torch.Tensor], close: Callable[..., None], device: Device = None) -> None:
+    """A linear layer's autograd Function, `linear(x, w, b, relu, dw, db)` (a 37 x 100 @ 100 x 65 product),
+    against float64 autograd: y, dX through autograd, and dW, db written into the given buffers (w.grad and
+    b.grad stay None), with and without ReLU, for the incoming gradients of (y * c).sum() and y.sum().
+
+    `close(got, expected, name=..., quiet=...)` is the notebook's fp32 comparison; the inputs come from torch's
+    global generator, so seed it first for the same draws every run.
+    """
+    dev = _device(device)
+    for relu in (True, False):
+        for loss_name in ("(y * c).sum()", "y.sum()"):
+            x = torch.randn(37, 100, device=dev, requires_grad=True)
+            w, b = torch.randn(100, 65, device=dev) / 10, torch.randn(65, device=dev)
+            c = torch.randn(37, 65, device=dev)
+            dw, db = torch.empty_like(w), torch.empty_like(b)
+            y = linear(x, w.requires_grad_(), b.requires_grad_(), relu, dw, db)
+            (y * c).sum().backward() if loss_name.startswith("(") else y.sum().backward()
+            x64, w64, b64 = (t.detach().double().requires_grad_() for t in (x, w, b))
+            y64 = x64 @ w64 + b64
+            y64 = y64.relu() if relu else y64
+            (y64 * c.double()).sum().backward() if loss_name.startswith("(") else y64.sum().backward()
+            tag = f"relu={relu!s:5} {loss_name:13}"
+            close(y, y64, name=f"{tag} y", quiet=True)
+            close(x.grad, x64.grad, name=f"{tag} dX", quiet=not relu)
+            close(dw, w64.grad, name=f"{tag} dW", quiet=True)
+            close(db, b64.grad, name=f"{tag} db", quiet=True)
+            if w.grad is not None or b.grad is not None:
+                raise AssertionError(f"{tag}: dW and db went through autograd's accumulation into w.grad, b.grad")
+
+
 def check_sgd(opt: FlatSGD, steps: int = 3) -> None:
     """`steps` steps of `opt` against torch.optim.SGD with the same settings, each on a different gradient
     (multiples of the model's current flat_grad): parameters and momentum buffer."""

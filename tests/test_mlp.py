@@ -164,3 +164,23 @@ def test_weight_difference_is_the_largest_weight_gap_and_refuses_other_shapes():
         mlp.weight_difference(mlp.FlatMLP(sizes=(6, 3)), ref)
     with pytest.raises(ValueError, match="do not correspond"):
         mlp.weight_difference(mlp.FlatMLP(sizes=(6, 4, 3)), ref)
+
+
+class ThroughAutograd(TorchLinear):
+    """Right values, but dW and db returned to autograd (into w.grad, b.grad) as well."""
+
+    @classmethod
+    def backward(cls, ctx, dy):
+        grads = super().backward(ctx, dy)
+        dw, db = ctx.grads
+        return grads[0], dw.clone(), db.clone(), None, None, None
+
+
+def test_check_linear_passes_a_right_layer_and_catches_wrong_ones(capsys):
+    torch.manual_seed(0)
+    mlp.check_linear(TorchLinear.apply, close)
+    assert "relu=True  (y * c).sum() dX" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="dW"):
+        mlp.check_linear(Wrong.apply, close)
+    with pytest.raises(AssertionError, match="autograd's accumulation"):
+        mlp.check_linear(ThroughAutograd.apply, close)

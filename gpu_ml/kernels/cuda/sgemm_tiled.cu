@@ -288,7 +288,7 @@ extern "C" int sgemm_warptile(const float* A, const float* B, float* C, int M, i
 }
 
 
-#include "cuda/sgemm_pipelined.cuh"  // sgemm_pipelined_kernel, the cell above
+#include "cuda/sgemm_pipelined.cuh"  // sgemm_pipelined_kernel (v9's kernel cell)
 
 extern "C" int sgemm_pipelined(const float* A, const float* B, float* C, int M, int N, int K) {
     constexpr int BM = 128, BN = 128, BK = 8;

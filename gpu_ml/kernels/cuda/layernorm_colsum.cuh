@@ -47,6 +47,7 @@ static int launch_layer_norm_bwd(const T* dy, const T* x, const T* w, const floa
         layer_norm_bwd_kernel<T, 1><<<groups, threads, 0, stream>>>(
             dy, x, w, mean, rstd, dx, dw_part, db_part, rows, cols);
     if (cudaPeekAtLastError() != cudaSuccess) return 0;
-    layer_norm_column_sum_kernel<T><<<(cols + 31) / 32, dim3(32, 16), 0, stream>>>(dw_part, db_part, dw, db, groups, cols);
+    layer_norm_column_sum_kernel<T><<<(cols + 31) / 32, dim3(32, 16), 0, stream>>>(dw_part, db_part, dw, db, groups,
+                                                                                    cols);
     return 0;  // a launch error is left for the magic to raise
 }

@@ -89,7 +89,7 @@ _SCALAR_TYPES = {
 }
 STREAM = "cudaStream_t"
 INCLUDE_DIR = Path(__file__).parent / "include"  # on every cell's include path: #include "gpu_ml.cuh"
-KERNELS_DIR = Path(__file__).parent / "kernels"  # too: #include "cuda/softmax.cuh" (exported by a lesson)
+KERNELS_DIR = Path(__file__).parent / "kernels"  # too: #include "cuda/softmax_warp.cuh" (a lesson exported it)
 _QUALIFIERS = re.compile(r"\b(const|__restrict__|__restrict|restrict|volatile)\b")
 _EXTERN_C = re.compile(r'extern\s+"C"\s+(?:__host__\s+)?([A-Za-z_][\w\s]*?)\s+(\w+)\s*\(([^)]*)\)\s*\{')
 _MAIN = re.compile(r"\bint\s+main\s*\(")

@@ -72,7 +72,7 @@ def render(root: Path = ROOT) -> dict[Path, str]:
     for target, (notebook, parts) in sources.items():
         c = _comment(target)
         cells = ", ".join(str(i) for i, _ in parts)
-        header = (f"{c} {_GENERATED} from {notebook.relative_to(root).as_posix()} (cells {cells}).\n"
+        header = (f"{c} {_GENERATED} from {notebook.relative_to(root).as_posix()}\n{c} (cells {cells}).\n"
                   f"{c} Do not edit: change the notebook's exported cells and run `gpu-ml export`.\n")
         if target.endswith(".py"):
             header = f'"""Kernels taught in {notebook.stem}; see that notebook for the why."""\n\n' + header

@@ -33,7 +33,7 @@ def test_export_copies_marked_cells_in_order_and_names_the_source(tmp_path):
     py, cu = tmp_path / "gpu_ml/kernels/triton/a.py", tmp_path / "gpu_ml/kernels/cuda/a.cuh"
     assert written == sorted([cu, py])
     text = py.read_text()
-    assert "from triton/01-x/01_a.ipynb (cells 1, 3)" in text and "Do not edit" in text
+    assert "from triton/01-x/01_a.ipynb\n# (cells 1, 3)." in text and "Do not edit" in text
     assert "import math\n\n\ndef f():" in text and "y = 2" not in text and "#| export" not in text
     namespace: dict = {}
     exec(compile(text, str(py), "exec"), namespace)

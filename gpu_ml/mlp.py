@@ -197,11 +197,11 @@ def check_linear(linear: Callable[..., torch.Tensor], close: Callable[..., None]
             c = torch.randn(37, 65, device=dev)
             dw, db = torch.empty_like(w), torch.empty_like(b)
             y = linear(x, w.requires_grad_(), b.requires_grad_(), relu, dw, db)
-            (y * c).sum().backward() if loss_name.startswith("(") else y.sum().backward()
+            ((y * c).sum() if loss_name.startswith("(") else y.sum()).backward()
             x64, w64, b64 = (t.detach().double().requires_grad_() for t in (x, w, b))
             y64 = x64 @ w64 + b64
             y64 = y64.relu() if relu else y64
-            (y64 * c.double()).sum().backward() if loss_name.startswith("(") else y64.sum().backward()
+            ((y64 * c.double()).sum() if loss_name.startswith("(") else y64.sum()).backward()
             tag = f"relu={relu!s:5} {loss_name:13}"
             close(y, y64, name=f"{tag} y", quiet=True)
             close(x.grad, x64.grad, name=f"{tag} dX", quiet=not relu)

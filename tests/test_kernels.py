@@ -550,3 +550,207 @@ def test_norm_refusals_and_empty():
     y, mean, rstd = ln.layer_norm_fwd(x8[:0], w8, b8)  # no rows: nothing to launch
     dx, dw, db = ln.layer_norm_bwd(y, x8[:0], w8, mean, rstd)
     assert y.shape == (0, 8) and dx.shape == (0, 8) and torch.equal(dw, torch.zeros(8, device=DEVICE))
+
+
+# --- CUDA track: the kernels cuda/03-nn-components exports (gpu_ml/kernels/cuda/*.cuh) ---------
+# One library includes every exported header and adds a thin `extern "C"` shim per launcher (the
+# lessons' own shims take the stream as an integer; these let %%cuda's wrapper fill it in). On a CPU
+# it is only compiled; on a GPU each kernel runs against PyTorch on awkward inputs.
+
+from gpu_ml import cuda as cu  # noqa: E402
+
+CUDA_INCLUDES = "".join(f'#include "cuda/{name}.cuh"\n' for name in (
+    "softmax_warp", "softmax_block", "softmax_online", "layernorm_fwd", "layernorm_colsum", "bias_gelu",
+    "bias_gelu_bwd", "cross_entropy"))
+CUDA_SHIMS = """
+extern "C" int softmax_warp_{S}(const {T}* x, {T}* y, int rows, int cols, int per_lane, cudaStream_t st) {{
+    return launch_softmax_warp(x, y, rows, cols, per_lane, st);
+}}
+extern "C" int softmax_block_{S}(const {T}* x, {T}* y, int rows, int cols, int threads, bool vec, cudaStream_t st) {{
+    return launch_softmax_block(x, y, rows, cols, threads, vec, st);
+}}
+extern "C" int softmax_online_{S}(const {T}* x, {T}* y, int rows, int cols, int threads, cudaStream_t st) {{
+    return launch_softmax_online(x, y, rows, cols, threads, st);
+}}
+extern "C" int layer_norm_fwd_{S}(const {T}* x, const {T}* w, const {T}* b, {T}* y, float* mean, float* rstd,
+                                  int rows, int cols, float eps, int threads, bool vec, cudaStream_t st) {{
+    return launch_layer_norm_fwd(x, w, b, y, mean, rstd, rows, cols, eps, threads, vec, st);
+}}
+extern "C" int layer_norm_bwd_{S}(const {T}* dy, const {T}* x, const {T}* w, const float* mean, const float* rstd,
+                                  {T}* dx, {T}* dw, {T}* db, float* part, int rows, int cols, int threads, int groups,
+                                  bool vec, cudaStream_t st) {{
+    return launch_layer_norm_bwd(dy, x, w, mean, rstd, dx, dw, db, part, rows, cols, threads, groups, vec, st);
+}}
+extern "C" int bias_gelu_fwd_{S}(const {T}* x, const {T}* b, {T}* y, long long rows, int cols, int groups,
+                                 bool tanh_approx, bool vec, cudaStream_t st) {{
+    return launch_bias_gelu_fwd(x, b, y, rows, cols, groups, tanh_approx, vec, st);
+}}
+extern "C" int bias_gelu_bwd_{S}(const {T}* dy, const {T}* x, const {T}* b, {T}* dx, {T}* db, float* part,
+                                 long long rows, int cols, int groups, bool tanh_approx, bool vec, cudaStream_t st) {{
+    return launch_bias_gelu_bwd(dy, x, b, dx, db, part, rows, cols, groups, tanh_approx, vec, st);
+}}
+extern "C" void cross_entropy_{S}(const {T}* logits, const long long* t, const long long* n_valid, {T}* grad,
+                                  float* loss, int rows, int V, long long ignore_index, bool vec) {{
+    launch_cross_entropy(logits, t, n_valid, grad, loss, rows, V, ignore_index, true, vec);
+}}
+"""
+CUDA_SOURCE = CUDA_INCLUDES + "".join(CUDA_SHIMS.format(T=t, S=s) for t, s in (("float", "f32"), ("__half", "f16")))
+CUDA_DTYPES = (torch.float32, torch.float16)
+needs_cuda_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="the CUDA kernels need a CUDA GPU")
+
+
+@pytest.fixture(scope="module")
+def cuda_kernels():
+    """{name: CudaFunction} of the shims, built once (nvcc; cached by gpu_ml.cuda like a %%cuda cell)."""
+    path = cu.build(CUDA_SOURCE, library=True)
+    return cu.load_library(path, CUDA_SOURCE)
+
+
+def _fn(kernels, name, dtype):
+    return kernels[f"{name}_{'f32' if dtype == torch.float32 else 'f16'}"]
+
+
+def _packs(cols, dtype):
+    """True when a row of `cols` values is whole 16-byte packs (the vectorized kernels' condition)."""
+    return cols % (16 // torch.tensor([], dtype=dtype).element_size()) == 0
+
+
+def _threads(cols):
+    """Threads for a block that holds a row 16 values per thread: whole warps, 128..1024 (the lessons' rule)."""
+    return min(1024, max(128, -(-cols // 512) * 32))
+
+
+def test_cuda_shims_compile(cuda_kernels):
+    names = {f"{k}_{s}" for k in ("softmax_warp", "softmax_block", "softmax_online", "layer_norm_fwd",
+                                  "layer_norm_bwd", "bias_gelu_fwd", "bias_gelu_bwd", "cross_entropy")
+             for s in ("f32", "f16")}
+    assert set(cuda_kernels) == names
+
+
+def _masked_rows(rows, cols, dtype):
+    x = 3 * torch.randn(rows, cols, device="cuda")
+    x[0, : cols // 2] = float("-inf")  # a masked leading half
+    if rows > 1:
+        x[1, -max(1, cols // 8):] = float("-inf")  # a masked tail
+    if rows > 2:
+        x[2] = float("-inf")
+        x[2, cols - 1] = 2.0  # one finite entry: its output is 1
+    if rows > 3:
+        x[3] = float("-inf")  # all masked: NaN, as torch.softmax gives
+    return x.to(dtype)
+
+
+def _grads(fn, *tensors, dy, dtype):
+    """fn(*tensors) and the gradients of <fn(...), dy>, computed in `dtype` (torch's run) or float64 (exact)."""
+    leaves = [t.detach().to(dtype).requires_grad_() for t in tensors]
+    out = fn(*leaves)
+    out.backward(dy.to(dtype))
+    return [out.detach()] + [t.grad for t in leaves]
+
+
+@needs_cuda_gpu
+@pytest.mark.parametrize("dtype", CUDA_DTYPES)
+@pytest.mark.parametrize(("rows", "cols"), [(1, 8), (7, 64), (5, 1000), (3, 1024), (2, 4096), (0, 16), (6, 1001),
+                                            (2, 16384), (3, 100_003), (5, 1)])
+def test_cuda_softmax_kernels(cuda_kernels, dtype, rows, cols):
+    online, warp, block = (_fn(cuda_kernels, f"softmax_{k}", dtype) for k in ("online", "warp", "block"))
+    inputs = [(3 * torch.randn(rows, cols, device="cuda")).to(dtype)]
+    for x in inputs + ([_masked_rows(rows, cols, dtype)] if rows else []):
+        runs = {"online": lambda y, x=x: online(x, y, rows, cols, 512)}
+        if _packs(cols, dtype) and cols <= 32 * 128:
+            runs["warp"] = lambda y, x=x: warp(x, y, rows, cols, 32 if cols <= 1024 else 128)
+        if cols <= 16 * 1024:
+            for vec in (False, True) if _packs(cols, dtype) else (False,):
+                runs[f"block vec={vec}"] = lambda y, x=x, v=vec: block(x, y, rows, cols, _threads(cols), v)
+        for name, run in runs.items():
+            y = torch.full_like(x, 7.0)
+            assert run(y) == 0, f"{name} refused a valid launch"
+            assert_as_accurate_as_torch(y, torch.softmax(x, dim=-1), torch.softmax(x.double(), dim=-1),
+                                        name=f"softmax {name} {rows}x{cols}")
+
+
+@needs_cuda_gpu
+@pytest.mark.parametrize("dtype", CUDA_DTYPES)
+@pytest.mark.parametrize(("rows", "cols"), [(1, 1), (7, 8), (5, 1000), (300, 3), (3, 4099), (2, 16384), (0, 8)])
+def test_cuda_layer_norm_kernels(cuda_kernels, dtype, rows, cols):
+    x = (torch.randn(rows, cols, device="cuda") + 3).to(dtype)
+    w, b = torch.randn(cols, device="cuda").to(dtype), torch.randn(cols, device="cuda").to(dtype)
+    dy = torch.randn(rows, cols, device="cuda").to(dtype)
+    ln = lambda x, w, b: F.layer_norm(x, (cols,), w, b, eps=1e-5)
+    theirs, exact = _grads(ln, x, w, b, dy=dy, dtype=dtype), _grads(ln, x, w, b, dy=dy, dtype=torch.float64)
+    threads = _threads(cols)
+    for vec in (False, True) if _packs(cols, dtype) else (False,):
+        y, mean, rstd = torch.empty_like(x), torch.empty(rows, device="cuda"), torch.empty(rows, device="cuda")
+        assert _fn(cuda_kernels, "layer_norm_fwd", dtype)(x, w, b, y, mean, rstd, rows, cols, 1e-5, threads, vec) == 0
+        groups = max(1, min(rows, 7))
+        dx, dw, db = torch.empty_like(x), torch.empty_like(w), torch.empty_like(b)
+        part = torch.empty(2 * groups * cols, device="cuda")
+        bwd = _fn(cuda_kernels, "layer_norm_bwd", dtype)
+        assert bwd(dy, x, w, mean, rstd, dx, dw, db, part, rows, cols, max(256, threads), groups, vec) == 0
+        if cols == 1:  # x - mean is exactly 0: so is dx
+            assert dx.abs().max().item() == 0.0
+        for name, ours, t, e in zip(("y", "dx", "dw", "db"), (y, dx, dw, db), theirs, exact, strict=True):
+            assert_as_accurate_as_torch(ours, t, e, name=f"layer norm {name} vec={vec}")
+
+
+@needs_cuda_gpu
+@pytest.mark.parametrize("dtype", CUDA_DTYPES)
+@pytest.mark.parametrize("tanh", [False, True])
+@pytest.mark.parametrize(("rows", "cols"), [(1, 1), (7, 8), (5, 1000), (300, 3), (33, 4099), (0, 8)])
+def test_cuda_bias_gelu_kernels(cuda_kernels, dtype, tanh, rows, cols):
+    x = (3 * torch.randn(rows, cols, device="cuda")).to(dtype)
+    b, dy = torch.randn(cols, device="cuda").to(dtype), torch.randn(rows, cols, device="cuda").to(dtype)
+    gelu = lambda x, b: F.gelu(x + b, approximate="tanh" if tanh else "none")
+    theirs, exact = _grads(gelu, x, b, dy=dy, dtype=dtype), _grads(gelu, x, b, dy=dy, dtype=torch.float64)
+    for vec in (False, True) if _packs(cols, dtype) else (False,):
+        for groups in (1, 5):
+            y, dx, db = torch.empty_like(x), torch.empty_like(x), torch.empty_like(b)
+            part = torch.empty(groups * cols, device="cuda")
+            assert _fn(cuda_kernels, "bias_gelu_fwd", dtype)(x, b, y, rows, cols, groups, tanh, vec) == 0
+            assert _fn(cuda_kernels, "bias_gelu_bwd", dtype)(dy, x, b, dx, db, part, rows, cols, groups, tanh, vec) == 0
+            for name, ours, t, e in zip(("y", "dx", "db"), (y, dx, db), theirs, exact, strict=True):
+                assert_as_accurate_as_torch(ours, t, e, name=f"bias+gelu {name} groups={groups} vec={vec}")
+
+
+@needs_cuda_gpu
+@pytest.mark.parametrize("dtype", CUDA_DTYPES)
+@pytest.mark.parametrize(("rows", "V"), [(1, 1), (3, 8), (5, 1000), (4, 5003), (2, 32000)])
+def test_cuda_cross_entropy_kernel(cuda_kernels, dtype, rows, V):
+    """Loss per row and the gradient of their mean over the valid rows, a masked vocabulary and ignored rows included
+    (NaN where torch's float64 gives NaN, as `assert_as_accurate_as_torch` checks)."""
+    x = _masked_rows(rows, V, dtype) if V > 8 else (3 * torch.randn(rows, V, device="cuda")).to(dtype)
+    t = torch.randint(0, V, (rows,), device="cuda")
+    t[0] = V - 1  # in the unmasked part of the masked rows
+    if rows > 2:
+        t[2] = V - 1
+    if rows > 3:
+        t[3] = -100  # ignored, and all -inf: loss 0 and a NaN gradient row, as F.cross_entropy gives
+    if rows > 4:
+        t[4] = -100  # ignored: loss 0, gradient 0
+    n_valid = (t != -100).sum().view(1)
+
+    def reference(dtype_):
+        xr = x.detach().to(dtype_).requires_grad_()
+        loss = F.cross_entropy(xr, t, reduction="none")
+        (loss.sum() / n_valid).backward()
+        return loss.detach(), xr.grad
+
+    (loss_t, grad_t), (loss64, grad64) = reference(dtype), reference(torch.float64)
+    for vec in (False, True) if _packs(V, dtype) else (False,):
+        grad, loss = torch.full_like(x, 7.0), torch.empty(rows, device="cuda")
+        _fn(cuda_kernels, "cross_entropy", dtype)(x, t, n_valid, grad, loss, rows, V, -100, vec)
+        assert_as_accurate_as_torch(loss, loss_t, loss64, name=f"loss vec={vec}")
+        assert_as_accurate_as_torch(grad, grad_t, grad64, name=f"grad vec={vec}")
+
+
+@needs_cuda_gpu
+def test_cuda_launchers_refuse_invalid_configurations(cuda_kernels):
+    x = torch.randn(4, 64, device="cuda")
+    y = torch.empty_like(x)
+    assert cuda_kernels["softmax_warp_f32"](x, y, 4, 64, 64) == -1  # per_lane is 32 or 128
+    assert cuda_kernels["softmax_block_f32"](x, y, 4, 64, 100, False) == -1  # not whole warps
+    assert cuda_kernels["softmax_block_f32"](x, y, 4, 64, 32, False) == 0
+    assert cuda_kernels["softmax_block_f32"](torch.randn(1, 600, device="cuda"), torch.empty(1, 600, device="cuda"),
+                                             1, 600, 32, False) == -1  # 600 > 16 * 32 values
+    assert cuda_kernels["softmax_online_f32"](x, y, 4, 64, 2048) == -1
+    assert cuda_kernels["bias_gelu_fwd_f32"](x, x[0], y, 4, 64, 0, False, False) == -1  # groups >= 1

@@ -650,12 +650,11 @@ def _grads(fn, *tensors, dy, dtype):
 
 @needs_cuda_gpu
 @pytest.mark.parametrize("dtype", CUDA_DTYPES)
-@pytest.mark.parametrize(("rows", "cols"), [(1, 8), (7, 64), (5, 1000), (3, 1024), (2, 4096), (0, 16), (6, 1001),
-                                            (2, 16384), (3, 100_003), (5, 1)])
+@pytest.mark.parametrize(("rows", "cols"), [(1, 8), (7, 64), (5, 1000), (3, 1024), (2, 4096), (6, 1001), (2, 16384),
+                                            (3, 100_003), (5, 1)])  # no 0 rows: one block per row, the wrappers skip it
 def test_cuda_softmax_kernels(cuda_kernels, dtype, rows, cols):
     online, warp, block = (_fn(cuda_kernels, f"softmax_{k}", dtype) for k in ("online", "warp", "block"))
-    inputs = [(3 * torch.randn(rows, cols, device="cuda")).to(dtype)]
-    for x in inputs + ([_masked_rows(rows, cols, dtype)] if rows else []):
+    for x in ((3 * torch.randn(rows, cols, device="cuda")).to(dtype), _masked_rows(rows, cols, dtype)):
         runs = {"online": lambda y, x=x: online(x, y, rows, cols, 512)}
         if _packs(cols, dtype) and cols <= 32 * 128:
             runs["warp"] = lambda y, x=x: warp(x, y, rows, cols, 32 if cols <= 1024 else 128)
@@ -671,7 +670,7 @@ def test_cuda_softmax_kernels(cuda_kernels, dtype, rows, cols):
 
 @needs_cuda_gpu
 @pytest.mark.parametrize("dtype", CUDA_DTYPES)
-@pytest.mark.parametrize(("rows", "cols"), [(1, 1), (7, 8), (5, 1000), (300, 3), (3, 4099), (2, 16384), (0, 8)])
+@pytest.mark.parametrize(("rows", "cols"), [(1, 1), (7, 8), (5, 1000), (300, 3), (3, 4099), (2, 16384)])
 def test_cuda_layer_norm_kernels(cuda_kernels, dtype, rows, cols):
     x = (torch.randn(rows, cols, device="cuda") + 3).to(dtype)
     w, b = torch.randn(cols, device="cuda").to(dtype), torch.randn(cols, device="cuda").to(dtype)

@@ -26,6 +26,8 @@ def layer_norm_fwd_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, M, N, 
     b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
     mean = tl.sum(x, axis=1) / N
     xc = tl.where(mask, x - mean[:, None], 0.0)  # centered; the padding lanes must stay 0
+    mean += tl.sum(xc, axis=1) / N  # correction: what the rounded first mean left over (section 1)
+    xc = tl.where(mask, x - mean[:, None], 0.0)
     var = tl.sum(xc * xc, axis=1) / N  # second pass over registers, not over memory
     rstd = tl.rsqrt(var + eps)
     y = xc * rstd[:, None] * w[None, :] + b[None, :]

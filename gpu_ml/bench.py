@@ -8,7 +8,8 @@ from collections.abc import Callable, Sequence
 from gpu_ml.env import has_gpu
 
 
-def _require_gpu(what: str) -> None:
+def require_gpu(what: str) -> None:
+    """Raise, naming `what`, unless a CUDA GPU is present (the message tells a notebook author what to do)."""
     if not has_gpu():
         raise RuntimeError(f"{what} needs a CUDA GPU; tag this notebook cell `gpu` so CPU runs skip it")
 
@@ -20,7 +21,7 @@ def bench(fn: Callable[[], object], *, cudagraph: bool = False, warmup: int = 25
     times with CUDA events. `cudagraph=True` replays `fn` from a CUDA graph
     (`do_bench_cudagraph`), which removes the Python launch overhead from the figure.
     """
-    _require_gpu("bench()")
+    require_gpu("bench()")
     import triton.testing
 
     if cudagraph:
@@ -65,7 +66,7 @@ def sweep(
     better. Prints one table row per size and, for each provider, its geometric-mean ratio to
     `baseline`. Returns {provider: [metric per size]}.
     """
-    _require_gpu("sweep()")
+    require_gpu("sweep()")
     if baseline not in providers:
         raise ValueError(f"baseline {baseline!r} is not one of the providers {list(providers)}")
     results: dict[str, list[float]] = {name: [] for name in providers}

@@ -85,18 +85,13 @@ def roofline_ms(flops: float, nbytes: float, peak_tflops: float, bw_gbs: float) 
     return max(flops / (peak_tflops * 1e12), nbytes / (bw_gbs * 1e9)) * 1e3
 
 
-def _cuda_or_raise(what: str):
-    import torch
-
-    if not torch.cuda.is_available():
-        raise RuntimeError(f"{what} needs a CUDA GPU; tag this notebook cell `gpu` so CPU runs skip it")
-    return torch
-
-
 def copy_bandwidth(nbytes: int = 2**30) -> float:
     """GB/s of a device-to-device copy of `nbytes` (read + written) measured on this GPU. Needs a CUDA GPU."""
-    torch = _cuda_or_raise("copy_bandwidth()")
-    from gpu_ml.bench import bench, gbps
+    import torch
+
+    from gpu_ml.bench import bench, gbps, require_gpu
+
+    require_gpu("copy_bandwidth()")
 
     src = torch.empty(nbytes // 2, device="cuda", dtype=torch.bfloat16)
     dst = torch.empty_like(src)
@@ -108,9 +103,11 @@ def measure_peaks(n: int = 8192, copy_bytes: int = 2**30) -> tuple[float, float]
 
     The measured roof, beside the datasheet's; the buffers are freed on return. Needs a CUDA GPU.
     """
-    torch = _cuda_or_raise("measure_peaks()")
-    from gpu_ml.bench import bench, tflops
+    import torch
 
+    from gpu_ml.bench import bench, require_gpu, tflops
+
+    require_gpu("measure_peaks()")
     copy_gbs = copy_bandwidth(copy_bytes)
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)

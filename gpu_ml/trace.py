@@ -16,6 +16,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from gpu_ml.bench import require_gpu
+
 # Ops that move no data although PyTorch does not mark them as views: a reshape of a fresh result
 # and allocations (their memory is written by the op that fills it).
 FREE_OPS = frozenset({"_unsafe_view", "scalar_tensor", "empty", "empty_strided"})
@@ -93,8 +95,7 @@ class Traffic(TorchDispatchMode):
 
 def peak_bytes(fn: Callable[[], object]) -> int:
     """Peak CUDA memory allocated while `fn()` runs, above what was allocated before (its result is freed)."""
-    if not torch.cuda.is_available():
-        raise RuntimeError("peak_bytes() needs a CUDA GPU; tag this notebook cell `gpu` so CPU runs skip it")
+    require_gpu("peak_bytes()")
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     base = torch.cuda.memory_allocated()

@@ -16,7 +16,11 @@ def interpreting() -> bool:
 
 
 def kernel_device() -> str:
-    """Where tensors must live for the kernels in this mode: "cpu" in the interpreter, else "cuda"."""
+    """Where tensors must live for the kernels in this mode: "cpu" in the interpreter, else "cuda".
+
+    CUDA C++ wrappers share it: in CPU mode their checks run on CPU tensors, and the launch itself
+    is then refused by `gpu_ml.cuda` (a `%%cuda` function needs CUDA tensors and a GPU).
+    """
     return "cpu" if interpreting() else "cuda"
 
 

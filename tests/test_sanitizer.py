@@ -112,7 +112,7 @@ def program(name: str) -> tuple[str, str | None]:
     ret, params = cuda.parse_signatures(path.read_text())[name]
     element = ELEMENT[params[0].ctype]
     M, N, K = KERNELS[name][1:]
-    extra = ", 0" if len(params) == 7 else ""  # the stream argument of the HGEMM functions: the default stream
+    extra = ", 0" if len(params) == 7 else ""  # the HGEMM functions' cudaStream_t: the default stream
     main = (
         HARNESS.replace("KERNEL_FILE", path.name)
         .replace("ELEMENT_T", element)
@@ -136,7 +136,7 @@ def test_kernel_is_found_with_a_gemm_signature(name):
     assert [p.pointer for p in params[:3]] == [True] * 3 and len({p.ctype for p in params[:3]}) == 1
     assert params[0].ctype in ELEMENT
     assert [(p.name, p.ctype) for p in params[3:6]] == [("M", "int"), ("N", "int"), ("K", "int")]
-    assert len(params) == 6 or (len(params) == 7 and params[6].ctype == "long long")
+    assert len(params) == 6 or (len(params) == 7 and params[6].ctype == "cudaStream_t")
 
 
 def test_a_missing_kernel_is_reported():

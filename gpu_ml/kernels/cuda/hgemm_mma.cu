@@ -5,7 +5,7 @@
 #include "cuda/hgemm_mma.cuh"  // hgemm_mma_kernel<T>
 
 template <typename T>
-int hgemm_mma(const T* A, const T* B, T* C, int M, int N, int K, long long stream) {
+int hgemm_mma(const T* A, const T* B, T* C, int M, int N, int K, cudaStream_t stream) {
     if (M % BM || N % BN || K % BK) return (int)cudaErrorInvalidValue;
     static bool configured = false;  // once per T: more than 48 KB of shared memory must be asked for
     if (!configured) {
@@ -14,14 +14,13 @@ int hgemm_mma(const T* A, const T* B, T* C, int M, int N, int K, long long strea
         if (e != cudaSuccess) return (int)e;
         configured = true;
     }
-    const cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);  // PyTorch's current stream
-    hgemm_mma_kernel<T><<<(M / BM) * (N / BN), 256, SMEM_BYTES, s>>>(A, B, C, M, N, K);
+    hgemm_mma_kernel<T><<<(M / BM) * (N / BN), 256, SMEM_BYTES, stream>>>(A, B, C, M, N, K);
     return (int)cudaPeekAtLastError();
 }
-extern "C" int hgemm_mma_f16(const half* A, const half* B, half* C, int M, int N, int K, long long stream) {
+extern "C" int hgemm_mma_f16(const half* A, const half* B, half* C, int M, int N, int K, cudaStream_t stream) {
     return hgemm_mma(A, B, C, M, N, K, stream);
 }
 extern "C" int hgemm_mma_bf16(const __nv_bfloat16* A, const __nv_bfloat16* B, __nv_bfloat16* C, int M, int N, int K,
-                              long long stream) {
+                              cudaStream_t stream) {
     return hgemm_mma(A, B, C, M, N, K, stream);
 }

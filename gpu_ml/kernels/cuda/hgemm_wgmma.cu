@@ -29,7 +29,7 @@ static int make_tensor_map(CUtensorMap* map, const T* ptr, int rows, int cols, i
 }
 
 template <typename T>
-int hgemm_wgmma(const T* A, const T* B, T* C, int M, int N, int K, long long stream) {
+int hgemm_wgmma(const T* A, const T* B, T* C, int M, int N, int K, cudaStream_t stream) {
     using namespace wg;
     if (M % BM || N % BN || K % BK) return (int)cudaErrorInvalidValue;
     CUtensorMap map_a, map_b;
@@ -43,14 +43,14 @@ int hgemm_wgmma(const T* A, const T* B, T* C, int M, int N, int K, long long str
         if (e != cudaSuccess) return (int)e;
         configured = true;
     }
-    hgemm_wgmma_kernel<T><<<(M / BM) * (N / BN), THREADS, SMEM_BYTES, reinterpret_cast<cudaStream_t>(stream)>>>(
+    hgemm_wgmma_kernel<T><<<(M / BM) * (N / BN), THREADS, SMEM_BYTES, stream>>>(
         map_a, map_b, C, M, N, K);
     return (int)cudaPeekAtLastError();
 }
-extern "C" int hgemm_wgmma_f16(const half* A, const half* B, half* C, int M, int N, int K, long long stream) {
+extern "C" int hgemm_wgmma_f16(const half* A, const half* B, half* C, int M, int N, int K, cudaStream_t stream) {
     return hgemm_wgmma(A, B, C, M, N, K, stream);
 }
 extern "C" int hgemm_wgmma_bf16(const __nv_bfloat16* A, const __nv_bfloat16* B, __nv_bfloat16* C, int M, int N, int K,
-                                long long stream) {
+                                cudaStream_t stream) {
     return hgemm_wgmma(A, B, C, M, N, K, stream);
 }

@@ -69,15 +69,15 @@ hgemm_wmma_kernel(const T* __restrict__ A, const T* __restrict__ B, T* __restric
 }
 
 template <typename T>
-int hgemm_wmma(const T* A, const T* B, T* C, int M, int N, int K, long long stream) {
+int hgemm_wmma(const T* A, const T* B, T* C, int M, int N, int K, cudaStream_t stream) {
     if (M % 128 || N % 128 || K % 32) return (int)cudaErrorInvalidValue;
-    hgemm_wmma_kernel<T><<<dim3(N / 128, M / 128), 256, 0, reinterpret_cast<cudaStream_t>(stream)>>>(A, B, C, M, N, K);
+    hgemm_wmma_kernel<T><<<dim3(N / 128, M / 128), 256, 0, stream>>>(A, B, C, M, N, K);
     return (int)cudaPeekAtLastError();
 }
-extern "C" int hgemm_wmma_f16(const half* A, const half* B, half* C, int M, int N, int K, long long stream) {
+extern "C" int hgemm_wmma_f16(const half* A, const half* B, half* C, int M, int N, int K, cudaStream_t stream) {
     return hgemm_wmma(A, B, C, M, N, K, stream);
 }
 extern "C" int hgemm_wmma_bf16(const __nv_bfloat16* A, const __nv_bfloat16* B, __nv_bfloat16* C, int M, int N, int K,
-                               long long stream) {
+                               cudaStream_t stream) {
     return hgemm_wmma(A, B, C, M, N, K, stream);
 }

@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(1024) layer_norm_bwd_kernel(const T* __restric
                 load_pack<T, VEC>(w + c, wv);
 #pragma unroll
                 for (int j = 0; j < VEC; ++j) {
-                    float xhat = (xv[j] - mu) * r, g = dv[j] * wv[j];
+                    float xhat = (xv[j] - mu) * r, g = __fmul_rn(dv[j], wv[j]);  // see below
                     g_sum += g;
                     gx_sum += g * xhat;
                     dw_acc[p][j] += dv[j] * xhat;
@@ -72,7 +72,9 @@ __global__ void __launch_bounds__(1024) layer_norm_bwd_kernel(const T* __restric
 #pragma unroll
                 for (int j = 0; j < VEC; ++j) {
                     float xhat = (xv[j] - mu) * r;
-                    out[j] = r * (dv[j] * wv[j] - g_mean - xhat * gx_mean);
+                    // __fmul_rn: g rounded as in the sums, never fused with the subtraction into an
+                    // fma, so that a row of one column (g_mean = g, xhat = 0) gets dx = 0 exactly
+                    out[j] = r * (__fmul_rn(dv[j], wv[j]) - g_mean - xhat * gx_mean);
                 }
                 store_pack<T, VEC>(dx + row * cols + c, out);
             }

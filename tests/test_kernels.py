@@ -662,7 +662,8 @@ def test_cuda_softmax_kernels(cuda_kernels, dtype, rows, cols):
                 runs[f"block vec={vec}"] = lambda y, x=x, v=vec: block(x, y, rows, cols, _threads(cols), v)
         for name, run in runs.items():
             y = torch.full_like(x, 7.0)
-            assert run(y) == 0, f"{name} refused a valid launch"
+            rc = run(y)  # launched here, not inside an assert (python -O would drop it)
+            assert rc == 0, f"{name} refused a valid launch"
             assert_as_accurate_as_torch(y, torch.softmax(x, dim=-1), torch.softmax(x.double(), dim=-1),
                                         name=f"softmax {name} {rows}x{cols}")
 
@@ -679,12 +680,12 @@ def test_cuda_layer_norm_kernels(cuda_kernels, dtype, rows, cols):
     threads = _threads(cols)
     for vec in (False, True) if _packs(cols, dtype) else (False,):
         y, mean, rstd = torch.empty_like(x), torch.empty(rows, device="cuda"), torch.empty(rows, device="cuda")
-        assert _fn(cuda_kernels, "layer_norm_fwd", dtype)(x, w, b, y, mean, rstd, rows, cols, 1e-5, threads, vec) == 0
+        _fn(cuda_kernels, "layer_norm_fwd", dtype).checked(x, w, b, y, mean, rstd, rows, cols, 1e-5, threads, vec)
         groups = max(1, min(rows, 7))
         dx, dw, db = torch.empty_like(x), torch.empty_like(w), torch.empty_like(b)
         part = torch.empty(2 * groups * cols, device="cuda")
         bwd = _fn(cuda_kernels, "layer_norm_bwd", dtype)
-        assert bwd(dy, x, w, mean, rstd, dx, dw, db, part, rows, cols, max(256, threads), groups, vec) == 0
+        bwd.checked(dy, x, w, mean, rstd, dx, dw, db, part, rows, cols, max(256, threads), groups, vec)
         if cols == 1:  # x - mean is exactly 0: so is dx
             assert dx.abs().max().item() == 0.0
         for name, ours, t, e in zip(("y", "dx", "dw", "db"), (y, dx, dw, db), theirs, exact, strict=True):
@@ -704,8 +705,8 @@ def test_cuda_bias_gelu_kernels(cuda_kernels, dtype, tanh, rows, cols):
         for groups in (1, 5):
             y, dx, db = torch.empty_like(x), torch.empty_like(x), torch.empty_like(b)
             part = torch.empty(groups * cols, device="cuda")
-            assert _fn(cuda_kernels, "bias_gelu_fwd", dtype)(x, b, y, rows, cols, groups, tanh, vec) == 0
-            assert _fn(cuda_kernels, "bias_gelu_bwd", dtype)(dy, x, b, dx, db, part, rows, cols, groups, tanh, vec) == 0
+            _fn(cuda_kernels, "bias_gelu_fwd", dtype).checked(x, b, y, rows, cols, groups, tanh, vec)
+            _fn(cuda_kernels, "bias_gelu_bwd", dtype).checked(dy, x, b, dx, db, part, rows, cols, groups, tanh, vec)
             for name, ours, t, e in zip(("y", "dx", "db"), (y, dx, db), theirs, exact, strict=True):
                 assert_as_accurate_as_torch(ours, t, e, name=f"bias+gelu {name} groups={groups} vec={vec}")
 
@@ -745,10 +746,16 @@ def test_cuda_cross_entropy_kernel(cuda_kernels, dtype, rows, V):
 def test_cuda_launchers_refuse_invalid_configurations(cuda_kernels):
     x = torch.randn(4, 64, device="cuda")
     y = torch.empty_like(x)
-    assert cuda_kernels["softmax_warp_f32"](x, y, 4, 64, 64) == -1  # per_lane is 32 or 128
-    assert cuda_kernels["softmax_block_f32"](x, y, 4, 64, 100, False) == -1  # not whole warps
-    assert cuda_kernels["softmax_block_f32"](x, y, 4, 64, 32, False) == 0
-    assert cuda_kernels["softmax_block_f32"](torch.randn(1, 600, device="cuda"), torch.empty(1, 600, device="cuda"),
-                                             1, 600, 32, False) == -1  # 600 > 16 * 32 values
-    assert cuda_kernels["softmax_online_f32"](x, y, 4, 64, 2048) == -1
-    assert cuda_kernels["bias_gelu_fwd_f32"](x, x[0], y, 4, 64, 0, False, False) == -1  # groups >= 1
+    wide = torch.randn(1, 600, device="cuda")
+    refusals = {  # launcher -> arguments it must refuse with -1 (called outside any assert)
+        "softmax_warp_f32": (x, y, 4, 64, 64),  # per_lane is 32 or 128
+        "softmax_block_f32": (x, y, 4, 64, 100, False),  # not whole warps
+        "softmax_online_f32": (x, y, 4, 64, 2048),  # over 1024 threads
+        "bias_gelu_fwd_f32": (x, x[0], y, 4, 64, 0, False, False),  # groups >= 1
+    }
+    for name, args in refusals.items():
+        rc = cuda_kernels[name](*args)
+        assert rc == -1, f"{name} returned {rc} for an invalid configuration"
+    rc = cuda_kernels["softmax_block_f32"](wide, torch.empty_like(wide), 1, 600, 32, False)
+    assert rc == -1, "600 columns > 16 values x 32 threads must be refused"
+    cuda_kernels["softmax_block_f32"].checked(x, y, 4, 64, 32, False)  # a valid launch: 0

@@ -1,4 +1,4 @@
-"""What a lesson's first cell calls: `setup()` (mode, interpreter, `%%cuda`) and `pick()` (sizes)."""
+"""What a lesson's first cell calls: `setup()` (mode, interpreter, `%%cuda`, GPU cells) and `pick()` (sizes)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,20 @@ from gpu_ml.env import Env, detect, has_gpu, in_colab
 
 # Packages a notebook may need that Colab's image does not always have.
 _COLAB_PACKAGES = ("triton", "tqdm", "ipywidgets")
+
+# The first line of a cell that needs a CUDA GPU (the cell also carries the tag `gpu`, which the
+# test harness reads); in Jupyter, `gpu_cell` makes such a cell skip itself where there is no GPU.
+GPU_MARKER = "#| gpu"
+SKIPPED = ("skipped: this cell needs a CUDA GPU (its first line says #| gpu) and this machine has none. "
+           "The notebook goes on without it; on Colab, pick a GPU under Runtime > Change runtime type.")
+
+
+def gpu_cell(lines: list[str]) -> list[str]:
+    """IPython input transformer: a cell whose first line is `#| gpu` runs as written on a machine
+    with a CUDA GPU; elsewhere it is replaced by a line that prints why it was skipped."""
+    if not lines or lines[0].strip() != GPU_MARKER or has_gpu():
+        return lines
+    return [f"print({SKIPPED!r})\n"]
 
 
 def _defined_jit_kernels() -> list[str]:
@@ -30,7 +44,8 @@ def _colab_install() -> None:
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
 
 
-def _load_cuda_magic() -> None:
+def _prepare_ipython() -> None:
+    """In IPython/Jupyter: load `%%cuda`, and let `#| gpu` cells skip themselves without a GPU."""
     try:
         from IPython import get_ipython
     except ImportError:
@@ -40,10 +55,13 @@ def _load_cuda_magic() -> None:
         from gpu_ml.cuda import CudaMagics
 
         ip.register_magics(CudaMagics)
+        if gpu_cell not in ip.input_transformers_cleanup:
+            ip.input_transformers_cleanup.append(gpu_cell)
 
 
 def setup(*, quiet: bool = False) -> Env:
-    """Prepare a notebook: detect the GPU, switch Triton to its interpreter on CPU, load `%%cuda`.
+    """Prepare a notebook: detect the GPU, switch Triton to its interpreter on CPU, load `%%cuda`,
+    and make cells whose first line is `#| gpu` skip themselves (with a message) where there is no GPU.
 
     Call it in the first code cell, before any `@triton.jit` kernel is defined: on a CPU-only
     machine it sets TRITON_INTERPRET=1, which Triton reads when a kernel is defined.
@@ -61,7 +79,7 @@ def setup(*, quiet: bool = False) -> Env:
                 "interpreter: restart the kernel and run the setup cell first."
             )
         os.environ["TRITON_INTERPRET"] = "1"
-    _load_cuda_magic()
+    _prepare_ipython()
     env = detect()
     if not quiet:
         print(env.summary())

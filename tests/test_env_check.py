@@ -86,3 +86,15 @@ def test_force_cpu(monkeypatch):
     monkeypatch.setenv("GPU_ML_FORCE_CPU", "1")
     assert not gpu_ml.has_gpu()
     assert pick(gpu="big", cpu="small") == "small"
+
+
+def test_gpu_cells_skip_themselves_without_a_gpu(monkeypatch):
+    from gpu_ml.notebook import SKIPPED, gpu_cell
+
+    cell = ["#| gpu\n", "torch.ones(1, device='cuda')\n"]
+    monkeypatch.setenv("GPU_ML_FORCE_CPU", "1")
+    assert gpu_cell(cell) == [f"print({SKIPPED!r})\n"]
+    assert gpu_cell(["x = 1\n"]) == ["x = 1\n"] and gpu_cell([]) == []
+    assert gpu_cell(["# | gpu\n", "x\n"]) == ["# | gpu\n", "x\n"]  # only the exact marker
+    monkeypatch.setattr("gpu_ml.notebook.has_gpu", lambda: True)
+    assert gpu_cell(cell) == cell  # with a GPU the marker is a comment and the cell runs as written

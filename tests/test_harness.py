@@ -68,3 +68,36 @@ def test_execute_stops_on_a_failing_cell(tmp_path):
     with pytest.raises(nbclient.exceptions.CellExecutionError, match="boom"):
         cli.main(["execute", str(nb)])
     assert "gpu_ml" not in nbformat.read(nb, as_version=4).metadata
+
+
+def test_run_all_in_a_plain_kernel_skips_gpu_cells_there(tmp_path, monkeypatch):
+    """"Run All" in Jupyter, without pytest: after setup(), a cell whose first line is `#| gpu` skips
+    itself on a machine without a GPU and says why, and the cells after it still run."""
+    monkeypatch.setenv("GPU_ML_FORCE_CPU", "1")  # the kernel inherits it: a CPU machine, also on a GPU one
+    nb = _notebook(
+        tmp_path / "run_all.ipynb",
+        ("from gpu_ml import setup\nenv = setup(quiet=True)", []),
+        ("#| gpu\nraise RuntimeError('a GPU cell ran on a CPU')", ["gpu"]),
+        ("print('after')", []),
+    )
+    cli.main(["execute", str(nb)])  # nbclient, no skipping: raises on the first failing cell
+    done = nbformat.read(nb, as_version=4)
+    assert done.cells[1].outputs[0]["text"].startswith("skipped: this cell needs a CUDA GPU")
+    assert done.cells[2].outputs[0]["text"] == "after\n"
+
+
+def test_every_gpu_cell_says_so_in_its_first_line():
+    """The tag `gpu` (read by the test harness) and the first line `#| gpu` (read by the kernel in Jupyter)
+    go together, so that what pytest skips is exactly what skips itself in a learner's "Run All"."""
+    wrong = []
+    for path in sorted(ROOT.glob("*/**/*.ipynb")):
+        if any(part.startswith(".") for part in path.relative_to(ROOT).parts):
+            continue
+        for i, cell in enumerate(nbformat.read(path, as_version=4).cells):
+            if cell.cell_type != "code":
+                continue
+            tagged = "gpu" in cell.metadata.get("tags", [])
+            marked = cell.source.split("\n", 1)[0].strip() == "#| gpu"
+            if tagged != marked:
+                wrong.append(f"{path.relative_to(ROOT)} cell {i}: tag gpu {tagged}, first line #| gpu {marked}")
+    assert not wrong, "\n".join(wrong)

@@ -44,12 +44,24 @@ def test_failing_cell_fails_the_harness(tmp_path):
 def test_gpu_cells_are_skipped_on_cpu_and_interpreter_is_on(tmp_path):
     nb = _notebook(
         tmp_path / "ok.ipynb",
-        ("import os\nassert os.environ['TRITON_INTERPRET'] == '1'", []),
-        ("import torch\ntorch.ones(1, device='cuda')", ["gpu"]),
+        ("import os\nfrom gpu_ml import setup\nsetup()\nassert os.environ['TRITON_INTERPRET'] == '1'", []),
+        ("#| gpu\nimport torch\ntorch.ones(1, device='cuda')", ["gpu"]),
     )
     proc = _pytest(nb)
     assert proc.returncode == 0, proc.stdout
     assert "1 passed, 1 skipped" in proc.stdout
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU behaviour")
+def test_a_gpu_cell_that_does_not_skip_itself_fails_on_cpu(tmp_path):
+    """Tagged but without its `#| gpu` first line, the cell runs in the kernel, as it would in Jupyter, and fails."""
+    nb = _notebook(
+        tmp_path / "unmarked.ipynb",
+        ("from gpu_ml import setup\nsetup()", []),
+        ("import torch\ntorch.ones(1, device='cuda')", ["gpu"]),
+    )
+    proc = _pytest(nb)
+    assert proc.returncode == 1 and "1 failed" in proc.stdout, proc.stdout
 
 
 def test_execute_saves_outputs_and_provenance(tmp_path):

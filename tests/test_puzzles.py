@@ -1,0 +1,103 @@
+"""The Triton puzzles (`gpu_ml.puzzles`, triton/00-puzzles): every solution passes its grader, every untouched stub
+of the notebook runs and fails it, and a solution with one planted bug (a missing mask, an off-by-one, the wrong
+`other=`, an unguarded -inf) fails it too.
+
+On a CPU the kernels run in Triton's interpreter: the fixtures define them only once TRITON_INTERPRET=1 is set.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+from pathlib import Path
+
+import pytest
+
+from gpu_ml.env import has_gpu
+from gpu_ml.puzzles import PUZZLES, grade_puzzle, kernel_from_cell, notebook_cells, progress
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "triton/00-puzzles/01_triton_puzzles.ipynb"
+SOLUTIONS = ROOT / "solutions/triton/00-puzzles/01_triton_puzzles.py"
+
+
+@pytest.fixture(scope="module")
+def interpreter():
+    """TRITON_INTERPRET=1 on a CPU while this module's kernels are defined and run (Triton reads it at definition)."""
+    with pytest.MonkeyPatch.context() as mp:
+        if not has_gpu():
+            mp.setenv("TRITON_INTERPRET", "1")
+        yield
+
+
+@pytest.fixture(scope="module")
+def solutions(interpreter):
+    spec = importlib.util.spec_from_file_location("triton_puzzle_solutions", SOLUTIONS)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def stubs(interpreter):
+    return {name: kernel_from_cell(name, source) for name, source in notebook_cells(NOTEBOOK).items()}
+
+
+def _parameters(kernel) -> list[str]:
+    return list(inspect.signature(kernel.fn).parameters)
+
+
+def test_the_notebook_has_every_puzzle_in_order():
+    assert list(notebook_cells(NOTEBOOK)) == list(PUZZLES)
+    assert len(PUZZLES) >= 20
+
+
+@pytest.mark.parametrize("name", PUZZLES)
+def test_the_solution_passes(solutions, name):
+    verdict = grade_puzzle(name, getattr(solutions, PUZZLES[name].kernel_name), quiet=True)
+    assert verdict, verdict.message
+
+
+@pytest.mark.parametrize("name", PUZZLES)
+def test_the_untouched_stub_runs_and_fails(stubs, solutions, name):
+    stub = stubs[name]
+    assert _parameters(stub) == _parameters(getattr(solutions, PUZZLES[name].kernel_name)), "signatures differ"
+    verdict = grade_puzzle(name, stub, quiet=True)
+    assert not verdict
+    assert "not solved yet: case" in verdict.message and "raised" not in verdict.message, verdict.message
+
+
+# puzzle -> (text of the solution, what replaces it, a fragment of the expected verdict)
+BUGS = {
+    "add_vectors": ("tl.store(z_ptr + offs, x + y, mask=mask)", "tl.store(z_ptr + offs, x + y)",
+                    "OutOfBounds: the kernel wrote outside z"),
+    "add_constant": ("tl.store(z_ptr + offs, x + 10.0, mask=mask)", "tl.store(x_ptr + offs, x + 10.0, mask=mask)",
+                     "into its input x"),
+    "outer_add_blocks": ("mask = (i[:, None] < M) & (j[None, :] < N)", "mask = i[:, None] < M", "not solved yet"),
+    "mul_relu_backward": ("x * y[None, :] > 0", "x * y[None, :] >= 0", "not solved yet: case"),
+    "row_max": ('mask=offs < N, other=float("-inf")', "mask=offs < N, other=0.0", "all negative"),
+    "cumsum": ("carry + tl.cumsum(x, axis=0)", "carry + tl.cumsum(x, axis=0) - x", "not solved yet: case"),
+    "softmax": ("tl.exp(x - tl.max(x, axis=0))", "tl.exp(x)", "values near +-1e4"),
+    "layernorm": ("xc = tl.where(mask, x - mean, 0.0)", "xc = x - mean", "mean 3"),
+    "logsumexp": ('tl.where(m_new == float("-inf"), 0.0, m_new)', "m_new", "first 20 are -inf"),
+    "matmul": ("for start in range(0, K, BK):", "for start in range(0, K - BK + 1, BK):", "K=1'"),
+    "flash_attention": ("j[None, :] <= i[:, None]", "j[None, :] < i[:, None]", "causal"),
+}
+
+
+@pytest.mark.parametrize("name", BUGS)
+def test_a_planted_bug_fails(solutions, name):
+    old, new, expected = BUGS[name]
+    source = inspect.getsource(getattr(solutions, PUZZLES[name].kernel_name).fn)
+    assert source.count(old) == 1, f"the solution of {name} changed: update BUGS"
+    verdict = grade_puzzle(name, kernel_from_cell(name, source.replace(old, new)), quiet=True)
+    assert not verdict and expected in verdict.message, verdict.message
+
+
+def test_progress_and_unknown_names(capsys, stubs):
+    verdicts = progress({PUZZLES["add_constant"].kernel_name: stubs["add_constant"]})
+    assert len(verdicts) == 1 and not verdicts[0]
+    out = capsys.readouterr().out
+    assert " 1. to do  add_constant" in out and f"0 of {len(PUZZLES)} puzzles solved" in out
+    with pytest.raises(KeyError, match="no puzzle 'nope'"):
+        grade_puzzle("nope", None)

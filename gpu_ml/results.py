@@ -10,6 +10,8 @@ from pathlib import Path
 from gpu_ml.env import has_gpu, versions
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
+REFERENCE_GPUS = ("H100", "H200")  # the GPU class the performance bars are calibrated on
+REFERENCE_RESULTS = "nvidia-h200.json"  # the reference run's recorded figures, under results/
 
 
 def project_root(start: Path | None = None) -> Path:
@@ -67,6 +69,50 @@ def record(
     shown = f" ({ratio:.2f}x {baseline})" if ratio is not None else ""
     print(f"recorded: {metric} = {value:.4g} {unit}{shown} on {gpu}")
     return path
+
+
+def on_reference_gpu() -> bool:
+    """True on an H100 or H200: the GPU class on which the curriculum's performance bars are asserted."""
+    if not has_gpu():
+        return False
+    import torch
+
+    name = torch.cuda.get_device_name()
+    return any(re.search(rf"\b{gpu}\b", name) for gpu in REFERENCE_GPUS)
+
+
+def reference_ratio(notebook: str, metric: str, root: Path | None = None) -> float | None:
+    """The ratio the reference run recorded for (notebook, metric) in results/, or None."""
+    path = project_root(root) / "results" / REFERENCE_RESULTS
+    entries = json.loads(path.read_text()) if path.exists() else []
+    return next((e["ratio"] for e in entries if (e["notebook"], e["metric"]) == (notebook, metric)), None)
+
+
+def bar(what: str, ratio: float, *, at_least: float | None = None, at_most: float | None = None,
+        reference: tuple[str, str] | None = None, root: Path | None = None) -> bool:
+    """A performance bar: `ratio` must be >= at_least (and/or <= at_most). Returns whether it is met.
+
+    Asserted only on the reference GPU class (H100/H200, where the bars were calibrated): a miss there
+    raises AssertionError ("bar missed: ..."). On any other GPU the ratio is printed beside the one the
+    reference run recorded for `reference` = (notebook, metric), and a slower GPU fails nothing.
+    """
+    if at_least is None and at_most is None:
+        raise ValueError("bar() needs at_least or at_most")
+    need = " and ".join(f"{op} {v}x" for op, v in ((">=", at_least), ("<=", at_most)) if v is not None)
+    met = (at_least is None or ratio >= at_least) and (at_most is None or ratio <= at_most)
+    if on_reference_gpu():
+        if not met:
+            raise AssertionError(f"bar missed: {what} at {ratio:.3f}x (bar: {need})")
+        print(f"bar met: {what} at {ratio:.3f}x (bar: {need})")
+        return True
+    import torch
+
+    where = torch.cuda.get_device_name() if has_gpu() else "this machine (no GPU)"
+    theirs = reference_ratio(*reference, root=root) if reference is not None else None
+    shown = f"; the reference run on an H200 measured {theirs:.3f}x" if theirs is not None else ""
+    print(f"{what}: {ratio:.3f}x on {where}{shown}. The bar ({need}) is asserted on an H100/H200 only"
+          + ("." if met else "; this GPU misses it, which is not an error here."))
+    return met
 
 
 def table(root: Path | None = None) -> str:

@@ -230,11 +230,11 @@ def compare(runs: dict[str, dict], split: Split, baseline: str = "PyTorch eager"
 def report(runs: dict[str, dict], split: Split, *, ours: str, notebook: str, batch: int, optimizer: str,
            eager_ms: dict[str, list[float]] | None = None) -> tuple[float, float]:
     """The comparison table (`compare`), the README's results for `ours` ("Triton" or "CUDA"), and the
-    bars: test accuracy of both our variants >= split.accuracy_bar, and our graphed epoch <= 1.0x PyTorch
-    eager. `optimizer` describes the optimizer and its learning rates for the recorded results.
-    With `eager_ms` (from `interleaved`), the eager epoch times and their ratio come from those
-    alternating epochs instead of the training runs. Returns our eager and graphed epoch times as
-    ratios to PyTorch eager."""
+    bars: test accuracy of both our variants >= split.accuracy_bar (on every GPU), and both epoch
+    times <= 1.0x PyTorch eager (`results.bar`: asserted on an H100/H200). `optimizer` describes the
+    optimizer and its learning rates for the recorded results. With `eager_ms` (from `interleaved`),
+    the eager epoch times and their ratio come from those alternating epochs instead of the training
+    runs. Returns our eager and graphed epoch times as ratios to PyTorch eager."""
     from gpu_ml import results
 
     summary = compare(runs, split)
@@ -259,15 +259,15 @@ def report(runs: dict[str, dict], split: Split, *, ours: str, notebook: str, bat
                        baseline="PyTorch eager", ratio=ratio, sizes=f"{model}, SGD momentum, fp32{note}")
     results.record(notebook, f"MLP test accuracy after {epochs} epochs ({split.name})",
                    100 * runs[graph]["accuracy"][-1], "%", sizes=f"{model}, {optimizer}")
-    print(f"epoch time vs PyTorch eager: {graph} {ratio_graph:.3f}x (bar: <= 1.0x, stretch: <= 0.5x: "
-          f"{'met' if ratio_graph <= 0.5 else 'missed'}); {eager} {ratio_eager:.3f}x (bar: <= 1.0x: "
-          f"{'met' if ratio_eager <= 1.0 else 'missed'})")
-    for variant in (eager, graph):
+    print(f"stretch goal, {graph} <= 0.5x PyTorch eager: {'met' if ratio_graph <= 0.5 else 'missed'}")
+    for variant, ratio in ((graph, ratio_graph), (eager, ratio_eager)):  # asserted on an H100/H200 only
+        results.bar(f"{variant} epoch time vs PyTorch eager", ratio, at_most=1.0,
+                    reference=(notebook, f"MLP epoch time, {variant} ({split.name})"))
+    for variant in (eager, graph):  # accuracy is not a speed: it holds on every GPU
         acc = runs[variant]["accuracy"][-1]
-        assert acc >= split.accuracy_bar, (
-            f"bar missed: {variant} reached {acc:.2%} on {split.name} (bar: {split.accuracy_bar:.0%})"
-        )
-    assert ratio_graph <= 1.0, f"bar missed: {graph} epoch at {ratio_graph:.3f}x PyTorch eager (bar: <= 1.0x)"
+        if acc < split.accuracy_bar:
+            raise AssertionError(f"bar missed: {variant} reached {acc:.2%} on {split.name} "
+                                 f"(bar: {split.accuracy_bar:.0%})")
     return ratio_eager, ratio_graph
 
 

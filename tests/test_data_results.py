@@ -105,3 +105,41 @@ def test_readme_without_markers_is_refused(tmp_path):
     (tmp_path / "README.md").write_text("no table here\n")
     with pytest.raises(ValueError, match="markers"):
         results.update_readme(tmp_path)
+
+
+def _reference_run(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "results").mkdir()
+    entry = {"notebook": "nb", "metric": "speed", "ratio": 1.25}
+    (tmp_path / "results" / results.REFERENCE_RESULTS).write_text(json.dumps([entry]))
+    return tmp_path
+
+
+def test_bar_is_asserted_on_the_reference_gpu(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(results, "on_reference_gpu", lambda: True)
+    assert results.bar("kernel vs torch", 1.3, at_least=1.2)
+    assert "bar met: kernel vs torch at 1.300x (bar: >= 1.2x)" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match=r"bar missed: kernel vs torch at 1\.100x \(bar: >= 1\.2x\)"):
+        results.bar("kernel vs torch", 1.1, at_least=1.2)
+    with pytest.raises(AssertionError, match=r"bar: <= 1\.0x"):
+        results.bar("epoch time", 1.05, at_most=1.0)
+    with pytest.raises(ValueError, match="needs at_least or at_most"):
+        results.bar("nothing", 1.0)
+
+
+def test_bar_elsewhere_prints_the_reference_figure_and_never_fails(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(results, "on_reference_gpu", lambda: False)
+    root = _reference_run(tmp_path)
+    assert not results.bar("kernel vs torch", 0.5, at_least=1.2, reference=("nb", "speed"), root=root)
+    out = capsys.readouterr().out
+    assert "0.500x on" in out and "the reference run on an H200 measured 1.250x" in out
+    assert "asserted on an H100/H200 only; this GPU misses it, which is not an error here." in out
+    assert results.reference_ratio("nb", "missing", root=root) is None
+
+
+def test_reference_gpu_class(monkeypatch):
+    monkeypatch.setattr(results, "has_gpu", lambda: True)
+    for name, expected in (("NVIDIA H200", True), ("NVIDIA H100 80GB HBM3", True), ("Tesla T4", False),
+                           ("NVIDIA A100-SXM4-80GB", False), ("NVIDIA GeForce RTX 4090", False)):
+        monkeypatch.setattr("torch.cuda.get_device_name", lambda name=name: name)
+        assert results.on_reference_gpu() is expected, name

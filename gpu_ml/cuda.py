@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpu_ml.env import has_gpu, nvcc_arch
+from gpu_ml.env import capability, has_gpu, nvcc_arch
 
 if TYPE_CHECKING:
     import torch
@@ -168,12 +168,10 @@ def nvcc() -> str:
 
 
 def default_arch() -> str:
-    """nvcc -arch for this machine's GPU (sm_90a on an H100/H200), or DEFAULT_ARCH without one."""
-    if has_gpu():
-        import torch
-
-        return nvcc_arch(torch.cuda.get_device_capability())
-    return DEFAULT_ARCH
+    """nvcc -arch for this machine's GPU (sm_90a on an H100/H200; the emulated one under GPU_ML_EMULATE),
+    or DEFAULT_ARCH without one."""
+    cap = capability()
+    return DEFAULT_ARCH if cap is None else nvcc_arch(cap)
 
 
 def _cache_dir() -> Path:

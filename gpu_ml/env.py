@@ -25,6 +25,11 @@ class Env:
         return self.mode == "gpu"
 
     @property
+    def bf16(self) -> bool:
+        """True on a GPU with bf16 arithmetic: compute capability 8.0+ (Ampere on), not a T4 (7.5), not CPU."""
+        return self.gpu and self.capability >= (8, 0)
+
+    @property
     def arch(self) -> str | None:
         """nvcc architecture of this GPU, e.g. "sm_90a" on Hopper, or None on CPU."""
         return None if self.capability is None else nvcc_arch(self.capability)
@@ -73,17 +78,53 @@ def versions() -> dict[str, str]:
     return out
 
 
+# GPU_ML_EMULATE=<profile>: a smaller GPU, on a bigger one. The capability reported (so capability-gated
+# paths are the small GPU's, and %%cuda builds for its arch, run by the driver's JIT from PTX) and the memory
+# torch may allocate are the profile's; the speed is not.
+EMULATED = {"t4": ("Tesla T4", (7, 5), 15.0), "a100": ("NVIDIA A100-SXM4-80GB", (8, 0), 80.0)}
+
+
+def emulated() -> tuple[str, tuple[int, int], float] | None:
+    """(name, capability, memory GB) of the GPU_ML_EMULATE profile, or None when it is not set."""
+    profile = os.environ.get("GPU_ML_EMULATE", "")
+    if not profile:
+        return None
+    if profile not in EMULATED:
+        raise ValueError(f"GPU_ML_EMULATE={profile!r}: the profiles are {', '.join(EMULATED)}")
+    return EMULATED[profile]
+
+
+def capability() -> tuple[int, int] | None:
+    """This GPU's compute capability (the emulated one under GPU_ML_EMULATE), or None without a GPU."""
+    if not has_gpu():
+        return None
+    profile = emulated()
+    if profile is not None:
+        return profile[1]
+    import torch
+
+    return torch.cuda.get_device_capability()
+
+
 def detect() -> Env:
-    """The GPU torch sees (name, capability, SMs) or CPU mode, with versions."""
+    """The GPU torch sees (name, capability, SMs) or CPU mode, with versions.
+
+    Under GPU_ML_EMULATE it reports the profile's name and capability and caps the memory torch may
+    allocate at the profile's (torch.cuda.set_per_process_memory_fraction).
+    """
     if not has_gpu():
         return Env(mode="cpu", device="CPU: Triton interpreter, CUDA compile-only", versions=versions())
     import torch
 
     props = torch.cuda.get_device_properties(0)
+    name, profile = props.name, emulated()
+    if profile is not None:
+        name = f"{profile[0]} (emulated on {props.name})"
+        torch.cuda.set_per_process_memory_fraction(min(1.0, profile[2] * 2**30 / props.total_memory))
     return Env(
         mode="gpu",
-        device=props.name,
-        capability=(props.major, props.minor),
+        device=name,
+        capability=capability(),
         sm_count=props.multi_processor_count,
         versions=versions(),
     )

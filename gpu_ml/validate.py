@@ -6,6 +6,8 @@ import os
 
 import torch
 
+from gpu_ml.env import capability
+
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 INT32_MAX = 2**31 - 1
 
@@ -29,9 +31,16 @@ def span(t: torch.Tensor) -> int:
     return 0 if t.numel() == 0 else 1 + sum((n - 1) * abs(st) for n, st in zip(t.shape, t.stride(), strict=True))
 
 
+def bf16_ok() -> bool:
+    """True where the kernels can compute in bf16: a GPU of compute capability 8.0+ (not a T4, not the
+    interpreter, which has no bf16 arithmetic)."""
+    cap = capability()
+    return not interpreting() and cap is not None and cap >= (8, 0)
+
+
 def usable(dtypes: tuple[torch.dtype, ...]) -> tuple[torch.dtype, ...]:
-    """The dtypes of `dtypes` the kernels can run in this mode: all on a GPU, no bf16 in the interpreter."""
-    return tuple(d for d in dtypes if not (d == torch.bfloat16 and interpreting()))
+    """The dtypes of `dtypes` the kernels can run here: bf16 only where `bf16_ok()`."""
+    return tuple(d for d in dtypes if d != torch.bfloat16 or bf16_ok())
 
 
 def require(
@@ -65,9 +74,11 @@ def require(
             raise ValueError(f"{where} is on {t.device}, but the kernels run {mode}: use .to({expected!r})")
         if t.dtype not in dtypes:
             raise TypeError(f"{where} has dtype {t.dtype}; supported: {', '.join(map(str, dtypes))}")
-        if t.dtype == torch.bfloat16 and interpreting():
-            raise TypeError(f"{where} has dtype torch.bfloat16: bfloat16 needs a GPU (Triton's interpreter has no "
-                            "bf16 arithmetic)")
+        if t.dtype == torch.bfloat16 and not bf16_ok():
+            why = "Triton's interpreter has no bf16 arithmetic" if interpreting() else (
+                f"this GPU has compute capability {capability()}")
+            raise TypeError(f"{where} has dtype torch.bfloat16: bfloat16 needs a GPU of compute capability 8.0+ "
+                            f"({why}); use float16")
         if ndim is not None and t.dim() != ndim:
             raise ValueError(f"{where} must be {ndim}-D, got shape {tuple(t.shape)}")
         if contiguous and not t.is_contiguous():

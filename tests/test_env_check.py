@@ -98,3 +98,39 @@ def test_gpu_cells_skip_themselves_without_a_gpu(monkeypatch):
     assert gpu_cell(["# | gpu\n", "x\n"]) == ["# | gpu\n", "x\n"]  # only the exact marker
     monkeypatch.setattr("gpu_ml.notebook.has_gpu", lambda: True)
     assert gpu_cell(cell) == cell  # with a GPU the marker is a comment and the cell runs as written
+
+
+def test_emulated_profiles_report_their_capability(monkeypatch):
+    from gpu_ml import cuda, env
+
+    monkeypatch.setenv("GPU_ML_EMULATE", "t4")
+    monkeypatch.setattr(env, "has_gpu", lambda: True)
+    assert env.emulated() == ("Tesla T4", (7, 5), 15.0) and env.capability() == (7, 5)
+    assert cuda.default_arch() == "sm_75"  # built for the T4; the driver JIT-compiles its PTX on a newer GPU
+    monkeypatch.setenv("GPU_ML_EMULATE", "a100")
+    assert env.capability() == (8, 0) and cuda.default_arch() == "sm_80"
+    monkeypatch.setenv("GPU_ML_EMULATE", "v100")
+    with pytest.raises(ValueError, match="the profiles are t4, a100"):
+        env.capability()
+    monkeypatch.setattr(env, "has_gpu", lambda: False)
+    assert env.capability() is None  # no GPU: nothing to emulate on
+
+
+def test_env_bf16_needs_ampere():
+    assert Env("gpu", "NVIDIA H200", (9, 0)).bf16 and Env("gpu", "NVIDIA A100", (8, 0)).bf16
+    assert not Env("gpu", "Tesla T4", (7, 5)).bf16 and not Env("cpu", "CPU").bf16
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_detect_under_emulation_caps_memory(monkeypatch):
+    from gpu_ml import env
+
+    monkeypatch.setenv("GPU_ML_EMULATE", "t4")
+    try:
+        found = env.detect()
+        assert found.device.startswith("Tesla T4 (emulated on ") and found.capability == (7, 5) and not found.bf16
+        total = torch.cuda.get_device_properties(0).total_memory
+        with pytest.raises(torch.OutOfMemoryError):
+            torch.empty(int(min(total, 16 * 2**30)), dtype=torch.uint8, device="cuda")  # over the T4's 15 GB
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)

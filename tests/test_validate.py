@@ -40,11 +40,22 @@ def test_refuses_with_a_message_naming_the_function_and_argument(cpu_mode, tenso
 
 def test_device_follows_the_mode(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr("gpu_ml.validate.capability", lambda: (9, 0))
     assert kernel_device() == "cuda" and usable((torch.float32, torch.bfloat16)) == (torch.float32, torch.bfloat16)
     with pytest.raises(ValueError, match="the kernels run on the GPU"):
         require("f", x=torch.zeros(2))
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     assert usable((torch.float32, torch.bfloat16)) == (torch.float32,)
+
+
+def test_bf16_needs_compute_capability_8(monkeypatch):
+    """A T4 (7.5) has no bf16 arithmetic: bf16 is neither offered by usable() nor accepted by require()."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr("gpu_ml.validate.capability", lambda: (7, 5))
+    assert usable((torch.float16, torch.bfloat16)) == (torch.float16,)
+    monkeypatch.setattr("gpu_ml.validate.kernel_device", lambda: "cpu")  # past the device check, on a CPU
+    with pytest.raises(TypeError, match=r"compute capability 8\.0\+ \(this GPU has compute capability \(7, 5\)\)"):
+        require("f", x=torch.zeros(2, dtype=torch.bfloat16))
 
 
 def test_span_counts_the_memory_a_view_reaches():

@@ -119,7 +119,7 @@ def detect() -> Env:
     props = torch.cuda.get_device_properties(0)
     name, profile = props.name, emulated()
     if profile is not None:
-        name = f"{profile[0]} (emulated on {props.name})"
+        name = f"{profile[0]} (emulated)"  # not the host's name: hardware.lookup must find the profile's
         torch.cuda.set_per_process_memory_fraction(min(1.0, profile[2] * 2**30 / props.total_memory))
     return Env(
         mode="gpu",

@@ -23,6 +23,11 @@ class GPUSpec:
             raise KeyError(f"{self.name} has no {dtype} peak listed; it has {sorted(self.tflops)}")
         return self.tflops[dtype]
 
+    @property
+    def half(self) -> str:
+        """The 16-bit tensor-core dtype to quote for this GPU: "bf16" where it has one, else "fp16" (a T4)."""
+        return "bf16" if "bf16" in self.tflops else "fp16"
+
     def ridge(self, dtype: str) -> float:
         """Arithmetic intensity (FLOP per byte) where memory-bound turns into compute-bound."""
         return self.peak(dtype) * 1e12 / (self.bandwidth_gbs * 1e9)

@@ -49,6 +49,8 @@ def test_hardware_lookup():
     assert hw.lookup("Some Other GPU") is None
     for name in ("H200", "H100", "A100", "L4", "T4", "RTX 4090"):
         assert hw.lookup(name) is not None
+    # the 16-bit dtype a notebook quotes: a T4 (and its emulation, "Tesla T4 (emulated)") has no bf16
+    assert hw.lookup("Tesla T4 (emulated)").half == "fp16" and hw.lookup("NVIDIA H200").half == "bf16"
 
 
 def test_roofline():

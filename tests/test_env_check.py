@@ -128,7 +128,7 @@ def test_detect_under_emulation_caps_memory(monkeypatch):
     monkeypatch.setenv("GPU_ML_EMULATE", "t4")
     try:
         found = env.detect()
-        assert found.device.startswith("Tesla T4 (emulated on ") and found.capability == (7, 5) and not found.bf16
+        assert found.device == "Tesla T4 (emulated)" and found.capability == (7, 5) and not found.bf16
         total = torch.cuda.get_device_properties(0).total_memory
         with pytest.raises(torch.OutOfMemoryError):
             torch.empty(int(min(total, 16 * 2**30)), dtype=torch.uint8, device="cuda")  # over the T4's 15 GB

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from gpu_ml.cuda import CudaError
-from gpu_ml.env import has_gpu
+from gpu_ml.env import capability, has_gpu
 from gpu_ml.grading import Verdict, grade
 
 GUARD = 1024  # elements behind each output that must stay as they were (a block hangs over the end by < 1024)
@@ -504,9 +504,9 @@ def grade_cudaling(name: str, fn: Callable, *, quiet: bool = False) -> Verdict:
                           f"it with ({', '.join(spec.params)}): keep the stub's parameters", quiet)
     if not has_gpu():
         return _say(name, f"{name}: compiled; grading needs a CUDA GPU (this machine has none)", quiet)
-    capability = torch.cuda.get_device_capability()
-    if capability < spec.capability:
-        need, have = ".".join(map(str, spec.capability)), ".".join(map(str, capability))
+    this = capability()  # the emulated one under GPU_ML_EMULATE
+    if this is not None and this < spec.capability:
+        need, have = ".".join(map(str, spec.capability)), ".".join(map(str, this))
         return _say(name, f"{name}: compiled; grading needs compute capability {need} or newer (this GPU has "
                           f"{have})", quiet)
     return run_cases(spec, fn, quiet=quiet)

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from gpu_ml import cuda
 from gpu_ml.cudalings import CUDALINGS, GUARD, SPECS, grade_cudaling, run_cases
-from gpu_ml.env import has_gpu
+from gpu_ml.env import capability, has_gpu
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "cuda" / "00-cudalings" / "01_cudalings.ipynb"
@@ -117,7 +117,7 @@ def test_compiles(name, kind):
 @pytest.mark.parametrize("name", NAMES)
 def test_the_solution_passes_on_the_gpu(name):
     spec = SPECS[name]
-    if torch.cuda.get_device_capability() < spec.capability:
+    if capability() < spec.capability:
         pytest.skip(f"needs compute capability {spec.capability}")
     verdict = grade_cudaling(name, _load("solution", name), quiet=True)
     assert verdict, verdict.message
@@ -129,7 +129,7 @@ def test_the_solution_passes_on_the_gpu(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_the_untouched_stub_fails_on_the_gpu(name):
     spec = SPECS[name]
-    if torch.cuda.get_device_capability() < spec.capability:
+    if capability() < spec.capability:
         pytest.skip(f"needs compute capability {spec.capability}")
     verdict = grade_cudaling(name, _load("stub", name), quiet=True)
     assert not verdict and f"{name}: not solved yet" in verdict.message, verdict.message
@@ -152,7 +152,7 @@ def test_an_older_gpu_is_told_which_capability_is_needed(monkeypatch):
     import gpu_ml.cudalings as cudalings
 
     monkeypatch.setattr(cudalings, "has_gpu", lambda: True)
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (7, 5))
+    monkeypatch.setattr(cudalings, "capability", lambda: (7, 5))
     verdict = grade_cudaling("reverse_cp_async", lambda *args: 0, quiet=True)
     assert not verdict and "needs compute capability 8.0 or newer (this GPU has 7.5)" in verdict.message
     with pytest.raises(ValueError, match="no cudaling named 'nope'"):

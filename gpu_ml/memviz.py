@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from gpu_ml.validate import span
+
 
 @dataclass
 class Access:
@@ -33,13 +35,21 @@ class Access:
 
     @classmethod
     def empty(cls, name: str, t: torch.Tensor) -> Access:
-        n = t.numel()
-        return cls(name, tuple(t.shape), np.zeros(n, np.int64), np.zeros(n, np.int64), np.full(n, -1), np.full(n, -1))
+        n = span(t)
+        pitch = t.stride(0) if t.dim() == 2 and t.stride(1) == 1 and t.stride(0) != t.shape[1] else None
+        return cls(name, tuple(t.shape), np.zeros(n, np.int64), np.zeros(n, np.int64), np.full(n, -1), np.full(n, -1),
+                   pitch=pitch)
+
+    pitch: int | None = None  # elements from one row to the next in memory (2-D tensors), else None
 
     def grid(self, counts: np.ndarray) -> np.ndarray:
-        """`counts` as a 2-D picture: rows x last dimension (a 1-D tensor is one row)."""
-        cols = self.shape[-1] if len(self.shape) >= 1 and self.shape[-1] > 0 else max(1, counts.size)
-        return counts.reshape(-1, cols) if counts.size % cols == 0 else counts.reshape(1, -1)
+        """`counts` (one per element of the tensor's memory span) as a 2-D picture: rows x the row pitch
+        (a 1-D tensor is one row; a row slice of a wider matrix shows the columns between its rows)."""
+        cols = self.pitch or (self.shape[-1] if len(self.shape) >= 1 and self.shape[-1] > 0 else 0) or counts.size
+        cols = max(1, cols)
+        padded = np.full(-(-counts.size // cols) * cols, -1 if counts.min(initial=0) < 0 else 0, dtype=counts.dtype)
+        padded[: counts.size] = counts
+        return padded.reshape(-1, cols)
 
 
 @dataclass
@@ -86,7 +96,7 @@ def _recording(tensors: dict[str, torch.Tensor], trace: Trace):
     builder = interpreter.interpreter_builder
     ranges = []  # (start address, end address, element size, name), one per tensor argument
     for name, t in tensors.items():
-        start = t.untyped_storage().data_ptr() + t.storage_offset() * t.element_size()
+        start = t.data_ptr()
         ranges.append((start, start + trace.tensors[name].reads.size * t.element_size(), t.element_size(), name))
 
     def account(kind: str, ptrs, mask) -> np.ndarray:
@@ -135,8 +145,8 @@ def _describe(address: int, ranges) -> str:
 def trace(kernel, grid: tuple[int, ...], *args, **kwargs) -> Trace:
     """Run `kernel[grid](*args, **kwargs)` in Triton's interpreter on CPU copies of the tensor arguments.
 
-    Returns the Trace; the caller's tensors are not modified. Tensor arguments must be contiguous
-    (their pictures are drawn in storage order).
+    Returns the Trace; the caller's tensors are not modified. A tensor argument may be a strided view
+    (e.g. rows of a wider matrix): its copy keeps the strides, and its counts cover its memory span.
     """
     if not isinstance(grid, tuple) or not 1 <= len(grid) <= 3 or not all(isinstance(g, int) and g > 0 for g in grid):
         raise ValueError(f"grid must be a tuple of 1 to 3 positive ints, got {grid!r}")
@@ -145,9 +155,8 @@ def trace(kernel, grid: tuple[int, ...], *args, **kwargs) -> Trace:
     tensors = {}
     for name, value in bound.arguments.items():
         if isinstance(value, torch.Tensor):
-            if not value.is_contiguous():
-                raise ValueError(f"trace(): tensor argument {name} must be contiguous, got strides {value.stride()}")
-            tensors[name] = value.detach().to("cpu", copy=True)
+            memory = value.detach().as_strided((span(value),), (1,)).to("cpu", copy=True)  # its whole span
+            tensors[name] = memory.as_strided(value.shape, value.stride())  # the same view of the copy
             bound.arguments[name] = tensors[name]
     full = grid + (1,) * (3 - len(grid))
     result = Trace(full, {n: Access.empty(n, t) for n, t in tensors.items()}, [])

@@ -567,6 +567,36 @@ def grade_puzzle(name: str, kernel: object, quiet: bool = False) -> Verdict:
                      atol=puzzle.atol, rtol=puzzle.rtol, quiet=quiet)
 
 
+def show_puzzle(name: str, kernel: object, case: str | None = None) -> list:
+    """Draw which elements `kernel` reads and writes on one case of puzzle `name` (default: its first),
+    program by program, with any out-of-bounds access flagged (`gpu_ml.memviz`, in Triton's interpreter).
+
+    Each launch of the puzzle's launcher is traced instead of run; returns the traces.
+    """
+    import matplotlib.pyplot as plt
+
+    from gpu_ml import memviz
+
+    if name not in PUZZLES:
+        raise KeyError(f"no puzzle {name!r}; the puzzles are {', '.join(PUZZLES)}")
+    puzzle = PUZZLES[name]
+    cases = puzzle.cases()
+    case = next(iter(cases)) if case is None else case
+    traces = []
+
+    class Traced:  # stands in for the kernel: `kernel[grid](...)` records a trace and writes nothing
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: traces.append(memviz.trace(kernel, tuple(grid), *args, **kwargs))
+
+    with np.errstate(all="ignore"):
+        puzzle.launch(Traced(), *cases[case])
+    for t in traces:
+        print(f"{name}, case {case!r}: {t.summary()}")
+        memviz.draw(t)
+    plt.show()
+    return traces
+
+
 def progress(namespace: Mapping[str, object]) -> list[Verdict]:
     """Grade quietly every puzzle whose kernel (`<name>_kernel`) is in `namespace`; print a line each and the count."""
     verdicts = []

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpu_ml.env import has_gpu
-from gpu_ml.puzzles import PUZZLES, grade_puzzle, kernel_from_cell, notebook_cells, progress
+from gpu_ml.puzzles import PUZZLES, grade_puzzle, kernel_from_cell, notebook_cells, progress, show_puzzle
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "triton/00-puzzles/01_triton_puzzles.ipynb"
@@ -101,3 +101,20 @@ def test_progress_and_unknown_names(capsys, stubs):
     assert " 1. to do  add_constant" in out and f"0 of {len(PUZZLES)} puzzles solved" in out
     with pytest.raises(KeyError, match="no puzzle 'nope'"):
         grade_puzzle("nope", None)
+
+
+def test_show_puzzle_pictures_the_accesses(solutions, monkeypatch):
+    """Every solution's picture has no out-of-bounds access; a store without its mask is flagged."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    monkeypatch.setattr("matplotlib.pyplot.show", lambda: matplotlib.pyplot.close("all"))
+    for name, puzzle in PUZZLES.items():
+        traces = show_puzzle(name, getattr(solutions, puzzle.kernel_name))
+        assert traces and not any(t.out_of_bounds for t in traces), name
+    old, new, _ = BUGS["add_vectors"]
+    source = inspect.getsource(solutions.add_vectors_kernel.fn).replace(old, new)
+    (trace,) = show_puzzle("add_vectors", kernel_from_cell("add_vectors", source), "N=100")
+    assert trace.out_of_bounds and "writes 28 address(es)" in trace.out_of_bounds[0]
+    with pytest.raises(KeyError, match="no puzzle 'nope'"):
+        show_puzzle("nope", None)

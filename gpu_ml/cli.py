@@ -5,6 +5,8 @@ gpu-ml execute NOTEBOOK...   run each notebook top to bottom (nbclient) and save
 gpu-ml results               rewrite the README's results table from results/*.json
 gpu-ml export [--check]      write gpu_ml/kernels/ from the notebooks' `#| export` cells
                              (--check: only list what differs, exit 1 if anything does)
+gpu-ml exercises [NOTEBOOK]  grade the puzzles in your copy of triton/00-puzzles (as saved) and list
+                             them, the next unsolved one first, with a progress bar
 """
 
 from __future__ import annotations
@@ -42,6 +44,33 @@ def execute(path: Path, *, timeout: int = 1800, kernel: str = "python3") -> None
     nbformat.write(nb, path)
 
 
+PUZZLES_NOTEBOOK = Path("triton/00-puzzles/01_triton_puzzles.ipynb")
+
+
+def exercises(notebook: Path, width: int = 40) -> int:
+    """Grade every puzzle of `notebook` and print the list, the next unsolved one first; 0 when all pass."""
+    if not notebook.exists():
+        print(f"{notebook}: no such notebook (run from the project root, or give the path to your copy)")
+        return 2
+    from gpu_ml.notebook import setup
+
+    setup(quiet=True)  # on a CPU: Triton's interpreter, before any kernel is defined
+    from gpu_ml.puzzles import grade_notebook
+
+    graded = grade_notebook(notebook)
+    solved = sum(bool(v) for _, v in graded)
+    filled = round(width * solved / len(graded))
+    print(f"Triton puzzles in {notebook}: {solved} of {len(graded)} solved")
+    print(f"[{'#' * filled}{'.' * (width - filled)}] {solved / len(graded):.0%}")
+    todo = [(i, p, v) for i, (p, v) in enumerate(graded, 1) if not v]
+    if todo:
+        i, puzzle, verdict = todo[0]
+        print(f"next: {i}. {puzzle.title}\n  {verdict.message}")
+    for i, (puzzle, verdict) in enumerate(graded, 1):
+        print(f"{i:3d}. {'solved' if verdict else 'to do ':6}  {puzzle.name}")
+    return 0 if not todo else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `gpu-ml` command."""
     parser = argparse.ArgumentParser(
@@ -52,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("notebooks", nargs="+", type=Path)
     run.add_argument("--timeout", type=int, default=1800, help="per-cell timeout in seconds")
     sub.add_parser("results", help="rewrite the README results table from results/*.json")
+    exe = sub.add_parser("exercises", help="grade the puzzles in a notebook and show your progress")
+    exe.add_argument("notebook", nargs="?", type=Path, default=PUZZLES_NOTEBOOK)
     exp = sub.add_parser("export", help="generate gpu_ml/kernels from the notebooks' exported cells")
     exp.add_argument("--check", action="store_true", help="only report differences; exit 1 if any")
     args = parser.parse_args(argv)
@@ -59,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         for path in args.notebooks:
             print(f"executing {path}", flush=True)
             execute(path, timeout=args.timeout)
+    elif args.command == "exercises":
+        return exercises(args.notebook)
     elif args.command == "export":
         from gpu_ml import export
 

@@ -638,3 +638,21 @@ def kernel_from_cell(name: str, source: str) -> object:
     namespace = {"torch": torch, "triton": triton, "tl": tl}
     exec(compile(source, filename, "exec"), namespace)
     return namespace[PUZZLES[name].kernel_name]
+
+
+def grade_notebook(path: str | Path) -> list[tuple[Puzzle, Verdict]]:
+    """Grade, quietly, every puzzle cell of a learner's notebook at `path` (as saved): a cell that does not run
+    (a syntax error, say) counts as not solved, with what it raised."""
+    results = []
+    cells = notebook_cells(path)
+    for name, puzzle in PUZZLES.items():
+        if name not in cells:
+            results.append((puzzle, Verdict(name, False, f"{name}: no '# puzzle: {name}' cell in {path}")))
+            continue
+        try:
+            kernel = kernel_from_cell(name, cells[name])
+        except Exception as exc:  # the learner's cell: explained, not raised
+            results.append((puzzle, Verdict(name, False, f"{name}: the cell raised {type(exc).__name__}: {exc}")))
+            continue
+        results.append((puzzle, grade_puzzle(name, kernel, quiet=True)))
+    return results

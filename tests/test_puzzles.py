@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import json
 from pathlib import Path
 
 import pytest
 
+from gpu_ml import cli
 from gpu_ml.env import has_gpu
 from gpu_ml.puzzles import PUZZLES, grade_puzzle, kernel_from_cell, notebook_cells, progress, show_puzzle
 
@@ -118,3 +120,30 @@ def test_show_puzzle_pictures_the_accesses(solutions, monkeypatch):
     assert trace.out_of_bounds and "writes 28 address(es)" in trace.out_of_bounds[0]
     with pytest.raises(KeyError, match="no puzzle 'nope'"):
         show_puzzle("nope", None)
+
+
+def _copy_with(tmp_path, replace: dict[str, str]) -> Path:
+    """The puzzles notebook with some puzzle cells' sources replaced (name -> new source after the first line)."""
+    nb = json.loads(NOTEBOOK.read_text())
+    for cell in nb["cells"]:
+        source = "".join(cell["source"])
+        name = source.split("\n", 1)[0].removeprefix("# puzzle:").strip() if source.startswith("# puzzle:") else None
+        if name in replace:
+            cell["source"] = f"# puzzle: {name}\n{replace[name]}"
+    path = tmp_path / "mine.ipynb"
+    path.write_text(json.dumps(nb))
+    return path
+
+
+def test_gpu_ml_exercises_grades_a_learners_notebook(tmp_path, solutions, capsys):
+    solved = {name: inspect.getsource(getattr(solutions, f"{name}_kernel").fn)  # with its @triton.jit
+              for name in ("add_constant", "outer_add")}
+    path = _copy_with(tmp_path, {**solved, "add_vectors": "def add_vectors_kernel(:\n"})  # a syntax error
+    assert cli.main(["exercises", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert f"2 of {len(PUZZLES)} solved" in out and "  1. solved  add_constant" in out
+    assert "next: 2. " in out and "the cell raised SyntaxError" in out  # add_vectors, the first one not solved
+    everything = {name: inspect.getsource(getattr(solutions, p.kernel_name).fn)
+                  for name, p in PUZZLES.items()}
+    assert cli.main(["exercises", str(_copy_with(tmp_path, everything))]) == 0
+    assert cli.main(["exercises", str(tmp_path / "missing.ipynb")]) == 2

@@ -26,7 +26,8 @@ def check(
     """Assert that `actual` matches `expected` within tolerance; print the max abs/rel error.
 
     Shapes must be equal; the dtype of `expected` picks default tolerances. On a mismatch it
-    raises AssertionError naming the worst element, so a failing notebook cell says why.
+    raises AssertionError naming the worst element, so a failing notebook cell says why. The
+    relative error is taken over the elements whose |expected| is above atol.
     """
     if not isinstance(actual, torch.Tensor) or not isinstance(expected, torch.Tensor):
         raise TypeError(f"check() compares tensors, got {type(actual).__name__} and {type(expected).__name__}")
@@ -45,9 +46,12 @@ def check(
     both_nan = torch.isnan(a) & torch.isnan(e)
     same_inf = torch.isinf(e) & (a == e)
     diff = (a - e).abs().masked_fill(both_nan | same_inf, 0.0).masked_fill(nan_mismatch, float("inf"))
-    rel = diff / e.abs().clamp_min(1e-30)
+    # The relative error is reported where it means something: where |expected| is above atol (near zero
+    # it divides by almost nothing, and an error of 1e-7 on an expected 1e-30 would print as 1e+23).
+    floor = max(atol, 1e-30)
+    rel = (diff / e.abs().clamp_min(floor)).masked_fill((e.abs() <= floor) | (diff == 0), 0.0)
     max_abs = diff.max().item()
-    max_rel = rel.masked_fill(diff == 0, 0.0).max().item()
+    max_rel = rel.max().item()
     bad = diff > atol + rtol * e.abs()
     if bad.any():
         n_bad = int(bad.sum())

@@ -134,3 +134,10 @@ def test_detect_under_emulation_caps_memory(monkeypatch):
             torch.empty(int(min(total, 16 * 2**30)), dtype=torch.uint8, device="cuda")  # over the T4's 15 GB
     finally:
         torch.cuda.set_per_process_memory_fraction(1.0)
+
+
+def test_check_relative_error_ignores_expected_values_near_zero(capsys):
+    expected = torch.tensor([1e-30, 2.0, 0.0])
+    check(expected + torch.tensor([1e-7, 2e-6, 3e-7]), expected, atol=1e-5, rtol=1e-5, name="near zero")
+    out = capsys.readouterr().out
+    assert "max abs err 2e-06, max rel err 1e-06" in out  # 2e-6 / 2.0; not 1e-7 / 1e-30 = 1e+23

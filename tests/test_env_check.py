@@ -137,7 +137,8 @@ def test_detect_under_emulation_caps_memory(monkeypatch):
 
 
 def test_check_relative_error_ignores_expected_values_near_zero(capsys):
-    expected = torch.tensor([1e-30, 2.0, 0.0])
-    check(expected + torch.tensor([1e-7, 2e-6, 3e-7]), expected, atol=1e-5, rtol=1e-5, name="near zero")
+    expected = torch.tensor([1e-30, 2.0, 0.0], dtype=torch.float64)
+    check(expected + torch.tensor([1e-7, 2e-6, 3e-7], dtype=torch.float64), expected, atol=1e-5, rtol=1e-5,
+          name="near zero")
     out = capsys.readouterr().out
     assert "max abs err 2e-06, max rel err 1e-06" in out  # 2e-6 / 2.0; not 1e-7 / 1e-30 = 1e+23

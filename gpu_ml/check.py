@@ -67,11 +67,11 @@ def check(
         print(f"{name}: {exact} ({a.numel()} elements), max abs err {max_abs:.3g}, max rel err {max_rel:.3g}")
 
 
-def expect_raises(fn, error: type[BaseException], match: str) -> BaseException:
-    """Call `fn()` and assert it raises `error` with `match` in its message; print and return it.
+def expect_raises(fn, error: type[BaseException], match: str) -> None:
+    """Call `fn()` and assert it raises `error` with `match` in its message; print it.
 
     For notebook cells that show a wrapper refusing bad input: the cell fails if nothing, or
-    something else, is raised.
+    something else, is raised. Returns nothing, so that a cell ending with it shows the message once.
     """
     try:
         fn()
@@ -79,5 +79,5 @@ def expect_raises(fn, error: type[BaseException], match: str) -> BaseException:
         if match not in str(exc):
             raise AssertionError(f"{error.__name__} raised, but its message lacks {match!r}: {exc}") from exc
         print(f"{error.__name__}: {exc}")
-        return exc
+        return
     raise AssertionError(f"expected {error.__name__} ({match!r}), but nothing was raised")

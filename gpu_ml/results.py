@@ -37,14 +37,14 @@ def record(
     ratio: float | None = None,
     sizes: str = "",
     root: Path | None = None,
-) -> Path | None:
-    """Store one headline figure of a GPU run in results/<gpu>.json (replacing the same metric).
+) -> None:
+    """Store one headline figure of a GPU run in results/<gpu>.json (replacing the same metric) and say so.
 
-    On a CPU-only run nothing is stored (the figures would mean nothing) and None is returned.
+    On a CPU-only run nothing is stored (the figures would mean nothing).
     """
     if not has_gpu():
         print(f"not recorded (CPU run): {metric}")
-        return None
+        return
     import torch
 
     gpu = torch.cuda.get_device_name()
@@ -68,7 +68,6 @@ def record(
     path.write_text(json.dumps(entries, indent=1) + "\n")
     shown = f" ({ratio:.2f}x {baseline})" if ratio is not None else ""
     print(f"recorded: {metric} = {value:.4g} {unit}{shown} on {gpu}")
-    return path
 
 
 def on_reference_gpu() -> bool:

@@ -84,10 +84,10 @@ def test_record_and_render_table(tmp_path, monkeypatch):
     (tmp_path / "README.md").write_text(f"intro\n{results.START}\nold\n{results.END}\nend\n")
     monkeypatch.setattr(results, "has_gpu", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
-    path = results.record("nb", "bandwidth", 4000.0, "GB/s", baseline="torch.add", ratio=0.97, root=tmp_path)
+    results.record("nb", "bandwidth", 4000.0, "GB/s", baseline="torch.add", ratio=0.97, root=tmp_path)
     results.record("nb", "bandwidth", 4100.0, "GB/s", baseline="torch.add", ratio=0.98, root=tmp_path)
-    entries = json.loads(path.read_text())
-    assert path.name == "nvidia-h200.json" and len(entries) == 1 and entries[0]["value"] == 4100.0
+    entries = json.loads((tmp_path / "results" / "nvidia-h200.json").read_text())
+    assert len(entries) == 1 and entries[0]["value"] == 4100.0
     results.update_readme(tmp_path)
     text = (tmp_path / "README.md").read_text()
     assert "| NVIDIA H200 | nb | bandwidth | 4100 GB/s | 0.980x torch.add |" in text
@@ -96,7 +96,7 @@ def test_record_and_render_table(tmp_path, monkeypatch):
 
 def test_record_on_cpu_stores_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr(results, "has_gpu", lambda: False)
-    assert results.record("nb", "m", 1.0, "x", root=tmp_path) is None
+    results.record("nb", "m", 1.0, "x", root=tmp_path)
     assert not (tmp_path / "results").exists()
 
 

@@ -72,8 +72,7 @@ def test_check_refuses_shape_mismatch_nan_and_non_tensors():
 
 
 def test_expect_raises():
-    exc = expect_raises(lambda: int("x"), ValueError, "invalid literal")
-    assert isinstance(exc, ValueError)
+    assert expect_raises(lambda: int("x"), ValueError, "invalid literal") is None  # nothing for a cell to echo
     with pytest.raises(AssertionError, match="nothing was raised"):
         expect_raises(lambda: 1, ValueError, "x")
     with pytest.raises(AssertionError, match="lacks"):

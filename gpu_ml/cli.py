@@ -5,6 +5,10 @@ gpu-ml execute NOTEBOOK...   run each notebook top to bottom (nbclient) and save
 gpu-ml results               rewrite the README's results table from results/*.json
 gpu-ml export [--check]      write gpu_ml/kernels/ from the notebooks' `#| export` cells
                              (--check: only list what differs, exit 1 if anything does)
+gpu-ml test [--shard I/N] [--workers K] [--save]
+                             every notebook and test file, one worker per GPU, each item's time and
+                             result printed and kept in results/suite-<gpu>.json (--save: notebooks
+                             run through `execute`, keeping their outputs)
 gpu-ml exercises [NOTEBOOK]  grade the puzzles in your copy of triton/00-puzzles (as saved) and list
                              them, the next unsolved one first, with a progress bar
 """
@@ -81,6 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("notebooks", nargs="+", type=Path)
     run.add_argument("--timeout", type=int, default=1800, help="per-cell timeout in seconds")
     sub.add_parser("results", help="rewrite the README results table from results/*.json")
+    tst = sub.add_parser("test", help="the whole suite over this machine's GPUs, timed")
+    tst.add_argument("--shard", help="run part I of N, e.g. 2/4")
+    tst.add_argument("--workers", type=int, help="parallel workers (default: one per GPU)")
+    tst.add_argument("--save", action="store_true", help="execute notebooks in place, keeping their outputs")
+    tst.add_argument("--timeout", type=float, default=1800, help="per-item time limit in seconds")
     exe = sub.add_parser("exercises", help="grade the puzzles in a notebook and show your progress")
     exe.add_argument("notebook", nargs="?", type=Path, default=PUZZLES_NOTEBOOK)
     exp = sub.add_parser("export", help="generate gpu_ml/kernels from the notebooks' exported cells")
@@ -90,6 +99,10 @@ def main(argv: list[str] | None = None) -> int:
         for path in args.notebooks:
             print(f"executing {path}", flush=True)
             execute(path, timeout=args.timeout)
+    elif args.command == "test":
+        from gpu_ml import suite
+
+        return suite.main(shard_spec=args.shard, workers=args.workers, save=args.save, timeout=args.timeout)
     elif args.command == "exercises":
         return exercises(args.notebook)
     elif args.command == "export":

@@ -7,6 +7,11 @@ import json
 import re
 from pathlib import Path
 
+try:
+    import fcntl  # POSIX: a lock around the read-modify-write of a results file
+except ImportError:  # Windows
+    fcntl = None
+
 from gpu_ml.env import has_gpu, versions
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
@@ -23,7 +28,8 @@ def project_root(start: Path | None = None) -> Path:
     raise FileNotFoundError(f"no pyproject.toml above {here}: run from inside the project")
 
 
-def _slug(name: str) -> str:
+def slug(name: str) -> str:
+    """A GPU name as a file name: "NVIDIA H200" -> "nvidia-h200"."""
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
@@ -60,12 +66,15 @@ def record(
         "versions": versions(),
         "date": datetime.date.today().isoformat(),
     }
-    path = project_root(root) / "results" / f"{_slug(gpu)}.json"
+    path = project_root(root) / "results" / f"{slug(gpu)}.json"
     path.parent.mkdir(exist_ok=True)
-    entries = json.loads(path.read_text()) if path.exists() else []
-    entries = [e for e in entries if (e["notebook"], e["metric"]) != (notebook, metric)] + [entry]
-    entries.sort(key=lambda e: (e["notebook"], e["metric"]))
-    path.write_text(json.dumps(entries, indent=1) + "\n")
+    with open(path.with_suffix(".lock"), "w") as lock:  # notebooks on several GPUs (gpu-ml test) record at once
+        if fcntl is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        entries = json.loads(path.read_text()) if path.exists() else []
+        entries = [e for e in entries if (e["notebook"], e["metric"]) != (notebook, metric)] + [entry]
+        entries.sort(key=lambda e: (e["notebook"], e["metric"]))
+        path.write_text(json.dumps(entries, indent=1) + "\n")
     shown = f" ({ratio:.2f}x {baseline})" if ratio is not None else ""
     print(f"recorded: {metric} = {value:.4g} {unit}{shown} on {gpu}")
 

@@ -1,0 +1,135 @@
+"""`gpu-ml test`: the whole suite (every notebook, every test file) spread over this machine's GPUs.
+
+Each item runs in its own process: a notebook through pytest/nbval (or, with `save`, through
+`gpu-ml execute`, which writes its outputs back), a test file through pytest. With several GPUs,
+one worker per GPU (`CUDA_VISIBLE_DEVICES`) takes the items planned for it, longest first, from the
+times of the last run. `shard` runs one part of the suite (i of n). Each item's time and result are
+recorded in results/suite-<gpu>.json, which the next run plans with.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from gpu_ml.results import project_root, slug
+
+TESTPATHS = ("00-prerequisites", "triton", "cuda", "transformer-math")  # notebooks; test files are under tests/
+DEFAULT_SECONDS = 60.0  # the planning guess for an item without a recorded time
+Outcome = tuple[float, bool, str]  # seconds, passed, the end of its output
+
+
+def collect(root: Path) -> list[str]:
+    """Every notebook under TESTPATHS and every tests/test_*.py, as paths relative to `root`, sorted."""
+    notebooks = [p for folder in TESTPATHS for p in (root / folder).rglob("*.ipynb")
+                 if ".ipynb_checkpoints" not in p.parts]
+    tests = sorted((root / "tests").glob("test_*.py"))
+    return sorted(str(p.relative_to(root)) for p in [*notebooks, *tests])
+
+
+def shard(items: list[str], index: int, count: int) -> list[str]:
+    """Part `index` (1-based) of `count` of the sorted items: every count-th one, so parts differ little."""
+    if not 1 <= index <= count:
+        raise ValueError(f"shard {index}/{count}: need 1 <= i <= n")
+    return sorted(items)[index - 1 :: count]
+
+
+def plan(items: list[str], workers: int, seconds: dict[str, float]) -> list[list[str]]:
+    """Items for each worker, longest first to the least loaded one (times from `seconds`, else a guess)."""
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    queues: list[list[str]] = [[] for _ in range(workers)]
+    load = [0.0] * workers
+    for item in sorted(items, key=lambda i: (-seconds.get(i, DEFAULT_SECONDS), i)):
+        w = load.index(min(load))
+        queues[w].append(item)
+        load[w] += seconds.get(item, DEFAULT_SECONDS)
+    return queues
+
+
+def command(item: str, save: bool) -> list[str]:
+    """The command that runs one item: pytest, or `gpu-ml execute` for a notebook whose outputs are kept."""
+    if save and item.endswith(".ipynb"):
+        return [sys.executable, "-m", "gpu_ml.cli", "execute", item]
+    return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", item]
+
+
+def run_item(item: str, gpu: int | None, save: bool, timeout: float, root: Path) -> Outcome:
+    """Run one item in a child process, on GPU `gpu` if given; a time-out counts as a failure."""
+    env = dict(os.environ)
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(command(item, save), cwd=root, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+        passed, output = done.returncode == 0, done.stdout + done.stderr
+    except subprocess.TimeoutExpired as exc:
+        passed, output = False, f"timed out after {timeout:.0f} s\n{exc.stdout or ''}"
+    return time.perf_counter() - start, passed, output[-3000:]
+
+
+def run(queues: list[list[str]], runner: Callable[[str, int | None], Outcome], gpus: bool) -> dict[str, Outcome]:
+    """Run each queue on its own thread (worker w on GPU w when `gpus`); every item's outcome, printed as it ends."""
+    outcomes: dict[str, Outcome] = {}
+    lock = threading.Lock()
+
+    def work(w: int, queue: list[str]) -> None:
+        for item in queue:
+            outcome = runner(item, w if gpus else None)
+            with lock:
+                outcomes[item] = outcome
+                print(f"{'ok  ' if outcome[1] else 'FAIL'} {outcome[0]:7.1f} s  worker {w}  {item}", flush=True)
+
+    threads = [threading.Thread(target=work, args=(w, q)) for w, q in enumerate(queues)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return outcomes
+
+
+def record_path(root: Path, gpu_name: str) -> Path:
+    """Where the suite's times and results on `gpu_name` are kept."""
+    return root / "results" / f"suite-{slug(gpu_name)}.json"
+
+
+def main(*, shard_spec: str | None = None, workers: int | None = None, save: bool = False,
+         timeout: float = 1800.0, root: Path | None = None,
+         runner: Callable[[str, int | None], Outcome] | None = None) -> int:
+    """Collect, shard, plan, run, report and record; 0 when every item passed."""
+    import torch
+
+    root = project_root(root)
+    gpu_count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    gpu_name = torch.cuda.get_device_name(0) if gpu_count else "cpu"
+    items = collect(root)
+    if shard_spec:
+        index, _, count = shard_spec.partition("/")
+        items = shard(items, int(index), int(count))
+    workers = workers or max(1, gpu_count)
+    path = record_path(root, gpu_name)
+    previous = json.loads(path.read_text())["items"] if path.exists() else {}
+    queues = plan(items, workers, {k: v["seconds"] for k, v in previous.items()})
+    print(f"{len(items)} items on {workers} worker(s) ({gpu_name}){'; notebook outputs saved' if save else ''}")
+    start = time.perf_counter()
+    outcomes = run(queues, runner or (lambda item, gpu: run_item(item, gpu, save, timeout, root)),
+                   gpus=gpu_count >= workers > 1)
+    wall = time.perf_counter() - start
+    failed = [item for item, (_, passed, _) in outcomes.items() if not passed]
+    for item in failed:
+        print(f"\n--- {item} failed; the end of its output:\n{outcomes[item][2]}")
+    print(f"\n{len(items) - len(failed)} of {len(items)} passed in {wall / 60:.1f} min of wall time "
+          f"({sum(o[0] for o in outcomes.values()) / 60:.1f} min of item time)")
+    previous.update({item: {"seconds": round(s, 1), "passed": ok} for item, (s, ok, _) in outcomes.items()})
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps({"gpu": gpu_name, "date": datetime.date.today().isoformat(), "workers": workers,
+                                "wall_s": round(wall, 1), "items": dict(sorted(previous.items()))}, indent=1) + "\n")
+    return 1 if failed else 0

@@ -1,0 +1,79 @@
+"""`gpu-ml test` (gpu_ml.suite): collect, shard, plan over workers, run, record the times."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpu_ml import cli, suite
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_collect_finds_every_notebook_and_test_file():
+    items = suite.collect(ROOT)
+    assert "triton/01-basics/01_vector_add.ipynb" in items and "tests/test_suite.py" in items
+    assert all(i.endswith((".ipynb", ".py")) for i in items) and items == sorted(items)
+    assert not any(".ipynb_checkpoints" in i or i.startswith(".") for i in items)
+
+
+def test_shards_partition_the_suite():
+    items = [f"i{k}" for k in range(10)]
+    parts = [suite.shard(items, i, 3) for i in (1, 2, 3)]
+    assert sorted(sum(parts, [])) == sorted(items) and [len(p) for p in parts] == [4, 3, 3]
+    with pytest.raises(ValueError, match="need 1 <= i <= n"):
+        suite.shard(items, 4, 3)
+
+
+def test_plan_puts_the_longest_items_first_on_the_least_loaded_worker():
+    seconds = {"a": 100.0, "b": 60.0, "c": 50.0, "d": 10.0}
+    assert suite.plan(list(seconds), 2, seconds) == [["a", "d"], ["b", "c"]]
+    assert suite.plan(["x", "y"], 1, {}) == [["x", "y"]]  # unknown items: the default guess
+    with pytest.raises(ValueError, match="at least 1"):
+        suite.plan(["x"], 0, {})
+
+
+def test_commands():
+    assert suite.command("a.ipynb", save=True)[1:] == ["-m", "gpu_ml.cli", "execute", "a.ipynb"]
+    assert suite.command("a.ipynb", save=False)[1:4] == ["-m", "pytest", "-q"]
+    assert suite.command("tests/test_x.py", save=True)[-1] == "tests/test_x.py"
+
+
+def test_main_runs_reports_and_records(tmp_path, monkeypatch, capsys):
+    (tmp_path / "pyproject.toml").write_text("")
+    for path in ("triton/a.ipynb", "cuda/b.ipynb", "tests/test_c.py"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("")
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    ran = []
+
+    def runner(item, gpu):
+        ran.append((item, gpu))
+        return (2.0, item != "cuda/b.ipynb", "the end of the output")
+
+    assert suite.main(workers=2, root=tmp_path, runner=runner) == 1
+    assert sorted(ran) == [("cuda/b.ipynb", None), ("tests/test_c.py", None), ("triton/a.ipynb", None)]
+    out = capsys.readouterr().out
+    assert "FAIL" in out and "cuda/b.ipynb failed" in out and "2 of 3 passed" in out
+    record = json.loads((tmp_path / "results" / "suite-cpu.json").read_text())
+    assert record["workers"] == 2 and record["items"]["triton/a.ipynb"] == {"seconds": 2.0, "passed": True}
+    ran.clear()
+    assert suite.main(shard_spec="2/3", root=tmp_path, runner=runner) == 0  # only tests/test_c.py
+    assert ran == [("tests/test_c.py", None)]
+
+
+def test_run_item_reports_failure_and_time_out(tmp_path, monkeypatch):
+    monkeypatch.setattr(suite, "command", lambda item, save: [sys.executable, "-c", item])
+    seconds, passed, output = suite.run_item("print('hi')", None, False, 30, tmp_path)
+    assert passed and "hi" in output and seconds > 0
+    assert not suite.run_item("raise SystemExit(3)", 0, False, 30, tmp_path)[1]
+    _, passed, output = suite.run_item("import time; time.sleep(5)", None, False, 0.5, tmp_path)
+    assert not passed and "timed out" in output
+
+
+def test_cli_has_the_test_command(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(suite, "main", lambda **kw: seen.update(kw) or 0)
+    assert cli.main(["test", "--shard", "1/4", "--workers", "2", "--save"]) == 0
+    assert seen == {"shard_spec": "1/4", "workers": 2, "save": True, "timeout": 1800}

@@ -232,9 +232,11 @@ def build(
     if target.exists():
         return target
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "cell.cu").write_text(source)
+    # Per-process names until the build is done: two processes (gpu-ml test) may build the same cell at once.
+    cell, partial = folder / f"cell.{os.getpid()}.cu", f"{target}.{os.getpid()}.tmp"
+    cell.write_text(source)
     cmd = [compiler, "-O3", f"-arch={arch}", "-std=c++17", "-lineinfo", *(f"-I{d}" for d in include_dirs()),
-           "-o", str(target) + ".tmp", "cell.cu"]
+           "-o", partial, cell.name]
     if library:
         cmd[1:1] = ["-shared", "-Xcompiler", "-fPIC"]
     cmd += list(flags)
@@ -242,12 +244,14 @@ def build(
         proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         raise CudaCompileError(f"nvcc took longer than {timeout:g} s") from exc
-    message = (proc.stdout + proc.stderr).strip()
+    os.replace(cell, folder / "cell.cu")  # the source stays beside the build, for a reader (or a failed build)
+    message = (proc.stdout + proc.stderr).strip().replace(cell.name, "cell.cu")
     if proc.returncode != 0:
-        raise CudaCompileError(f"nvcc failed (exit {proc.returncode}):\n{message}\ncommand: {shlex.join(cmd)}")
+        raise CudaCompileError(f"nvcc failed (exit {proc.returncode}):\n{message}\n"
+                               f"command: {shlex.join(cmd).replace(cell.name, 'cell.cu')}")
     if message:
         print(message, file=sys.stderr)
-    os.replace(str(target) + ".tmp", target)
+    os.replace(partial, target)
     return target
 
 

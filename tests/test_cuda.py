@@ -50,8 +50,9 @@ def test_unsupported_signatures_are_refused():
 
 
 def test_compile_error_raises_with_nvccs_message():
-    with pytest.raises(cuda.CudaCompileError, match='identifier "undefined_name" is undefined'):
+    with pytest.raises(cuda.CudaCompileError, match='identifier "undefined_name" is undefined') as raised:
         cuda.cuda_cell("", "int main() { return undefined_name; }")
+    assert "cell.cu(1)" in str(raised.value)  # the source's name, not the per-process one it was built under
 
 
 def test_program_exiting_non_zero_raises():

@@ -7,7 +7,7 @@ gpu-ml export [--check]      write gpu_ml/kernels/ from the notebooks' `#| expor
                              (--check: only list what differs, exit 1 if anything does)
 gpu-ml test [--shard I/N] [--workers K] [--save]
                              every notebook and test file, one worker per GPU, each item's time and
-                             result printed and kept in results/suite-<gpu>.json (--save: notebooks
+                             result printed and kept in results/suite/<gpu>.json (--save: notebooks
                              run through `execute`, keeping their outputs)
 gpu-ml exercises [NOTEBOOK]  grade the puzzles in your copy of triton/00-puzzles (as saved) and list
                              them, the next unsolved one first, with a progress bar

@@ -4,7 +4,7 @@ Each item runs in its own process: a notebook through pytest/nbval (or, with `sa
 `gpu-ml execute`, which writes its outputs back), a test file through pytest. With several GPUs,
 one worker per GPU (`CUDA_VISIBLE_DEVICES`) takes the items planned for it, longest first, from the
 times of the last run. `shard` runs one part of the suite (i of n). Each item's time and result are
-recorded in results/suite-<gpu>.json, which the next run plans with.
+recorded in results/suite/<gpu>.json, which the next run plans with.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def run(queues: list[list[str]], runner: Callable[[str, int | None], Outcome], g
 
 def record_path(root: Path, gpu_name: str) -> Path:
     """Where the suite's times and results on `gpu_name` are kept."""
-    return root / "results" / f"suite-{slug(gpu_name)}.json"
+    return root / "results" / "suite" / f"{slug(gpu_name)}.json"  # not results/*.json: the table
 
 
 def main(*, shard_spec: str | None = None, workers: int | None = None, save: bool = False,
@@ -129,7 +129,7 @@ def main(*, shard_spec: str | None = None, workers: int | None = None, save: boo
     print(f"\n{len(items) - len(failed)} of {len(items)} passed in {wall / 60:.1f} min of wall time "
           f"({sum(o[0] for o in outcomes.values()) / 60:.1f} min of item time)")
     previous.update({item: {"seconds": round(s, 1), "passed": ok} for item, (s, ok, _) in outcomes.items()})
-    path.parent.mkdir(exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"gpu": gpu_name, "date": datetime.date.today().isoformat(), "workers": workers,
                                 "wall_s": round(wall, 1), "items": dict(sorted(previous.items()))}, indent=1) + "\n")
     return 1 if failed else 0

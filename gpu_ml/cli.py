@@ -9,8 +9,9 @@ gpu-ml test [--shard I/N] [--workers K] [--save]
                              every notebook and test file, one worker per GPU, each item's time and
                              result printed and kept in results/suite/<gpu>.json (--save: notebooks
                              run through `execute`, keeping their outputs)
-gpu-ml exercises [NOTEBOOK]  grade the puzzles in your copy of triton/00-puzzles (as saved) and list
-                             them, the next unsolved one first, with a progress bar
+gpu-ml exercises [NOTEBOOK...]
+                             grade the Triton puzzles and the cudalings in your notebooks (as saved) and
+                             list them, the next unsolved one first, with a progress bar
 """
 
 from __future__ import annotations
@@ -48,31 +49,42 @@ def execute(path: Path, *, timeout: int = 1800, kernel: str = "python3") -> None
     nbformat.write(nb, path)
 
 
-PUZZLES_NOTEBOOK = Path("triton/00-puzzles/01_triton_puzzles.ipynb")
+EXERCISES = (Path("triton/00-puzzles/01_triton_puzzles.ipynb"), Path("cuda/00-cudalings/01_cudalings.ipynb"))
 
 
-def exercises(notebook: Path, width: int = 40) -> int:
-    """Grade every puzzle of `notebook` and print the list, the next unsolved one first; 0 when all pass."""
-    if not notebook.exists():
-        print(f"{notebook}: no such notebook (run from the project root, or give the path to your copy)")
-        return 2
+def exercises(notebooks: list[Path], width: int = 40) -> int:
+    """Grade the puzzles and cudalings of `notebooks` (as saved) and list them, the next unsolved one first.
+
+    Returns 0 when every one passes, 1 otherwise, 2 when a notebook is missing or holds no exercises.
+    """
     from gpu_ml.notebook import setup
 
     setup(quiet=True)  # on a CPU: Triton's interpreter, before any kernel is defined
-    from gpu_ml.puzzles import grade_notebook
+    from gpu_ml import cudalings, puzzles
 
-    graded = grade_notebook(notebook)
-    solved = sum(bool(v) for _, v in graded)
-    filled = round(width * solved / len(graded))
-    print(f"Triton puzzles in {notebook}: {solved} of {len(graded)} solved")
-    print(f"[{'#' * filled}{'.' * (width - filled)}] {solved / len(graded):.0%}")
-    todo = [(i, p, v) for i, (p, v) in enumerate(graded, 1) if not v]
+    rows = []  # (notebook, name, title, verdict)
+    for notebook in notebooks:
+        if not notebook.exists():
+            print(f"{notebook}: no such notebook (run from the project root, or give the path to your copy)")
+            return 2
+        if puzzles.notebook_cells(notebook):
+            rows += [(notebook, p.name, p.title, v) for p, v in puzzles.grade_notebook(notebook)]
+        elif cudalings.notebook_cells(notebook):
+            rows += [(notebook, c.name, c.name, v) for c, v in cudalings.grade_notebook(notebook)]
+        else:
+            print(f"{notebook}: no '# puzzle:' or '// cudaling:' cells")
+            return 2
+    solved = sum(bool(v) for *_, v in rows)
+    filled = round(width * solved / len(rows))
+    print(f"[{'#' * filled}{'.' * (width - filled)}] {solved} of {len(rows)} solved")
+    todo = [row for row in rows if not row[3] and "grading needs" not in row[3].message]
     if todo:
-        i, puzzle, verdict = todo[0]
-        print(f"next: {i}. {puzzle.title}\n  {verdict.message}")
-    for i, (puzzle, verdict) in enumerate(graded, 1):
-        print(f"{i:3d}. {'solved' if verdict else 'to do ':6}  {puzzle.name}")
-    return 0 if not todo else 1
+        notebook, _, title, verdict = todo[0]
+        print(f"next: {title} ({notebook})\n  {verdict.message}")
+    for i, (notebook, name, _, verdict) in enumerate(rows, 1):
+        status = "solved" if verdict else "needs a GPU to grade" if "grading needs" in verdict.message else "to do"
+        print(f"{i:3d}. {status:20}  {name}  ({notebook.parent.name})")
+    return 0 if solved == len(rows) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,8 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     tst.add_argument("--workers", type=int, help="parallel workers (default: one per GPU)")
     tst.add_argument("--save", action="store_true", help="execute notebooks in place, keeping their outputs")
     tst.add_argument("--timeout", type=float, default=1800, help="per-item time limit in seconds")
-    exe = sub.add_parser("exercises", help="grade the puzzles in a notebook and show your progress")
-    exe.add_argument("notebook", nargs="?", type=Path, default=PUZZLES_NOTEBOOK)
+    exe = sub.add_parser("exercises", help="grade the puzzles and cudalings and show your progress")
+    exe.add_argument("notebooks", nargs="*", type=Path, default=list(EXERCISES),
+                     help="your copies of the puzzles and cudalings notebooks (default: both, in this project)")
     exp = sub.add_parser("export", help="generate gpu_ml/kernels from the notebooks' exported cells")
     exp.add_argument("--check", action="store_true", help="only report differences; exit 1 if any")
     args = parser.parse_args(argv)
@@ -104,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return suite.main(shard_spec=args.shard, workers=args.workers, save=args.save, timeout=args.timeout)
     elif args.command == "exercises":
-        return exercises(args.notebook)
+        return exercises(args.notebooks)
     elif args.command == "export":
         from gpu_ml import export
 

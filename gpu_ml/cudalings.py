@@ -11,8 +11,11 @@ end of an output, from a thread that should have had nothing to do, is reported 
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -510,3 +513,40 @@ def grade_cudaling(name: str, fn: Callable, *, quiet: bool = False) -> Verdict:
         return _say(name, f"{name}: compiled; grading needs compute capability {need} or newer (this GPU has "
                           f"{have})", quiet)
     return run_cases(spec, fn, quiet=quiet)
+
+
+def notebook_cells(path: str | Path) -> dict[str, tuple[str, str]]:
+    """name -> (the `%%cuda ...` line, the body as the magic receives it) of each `// cudaling: NAME` cell of the
+    notebook at `path`, in order."""
+    cells = {}
+    for cell in json.loads(Path(path).read_text())["cells"]:
+        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        if cell["cell_type"] != "code" or not source.startswith("%%cuda"):
+            continue
+        line, _, body = source.partition("\n")
+        match = re.match(r"// cudaling: (\w+)\n", body)
+        if match:
+            cells[match.group(1)] = (line, body if body.endswith("\n") else body + "\n")
+    return cells
+
+
+def grade_notebook(path: str | Path) -> list[tuple[Cudaling, Verdict]]:
+    """Build and grade, quietly, every cudaling cell of a learner's notebook at `path` (as saved). A cell that is
+    missing or does not compile counts as not solved, with nvcc's first error; without a GPU a cell that compiles
+    gets the grader's "compiled; grading needs a CUDA GPU"."""
+    from gpu_ml import cuda
+
+    cells, graded = notebook_cells(path), []
+    for spec in CUDALINGS:
+        if spec.name not in cells:
+            graded.append((spec, Verdict(spec.name, False, f"{spec.name}: no '// cudaling: {spec.name}' cell")))
+            continue
+        body = cells[spec.name][1]
+        try:
+            fn = cuda.load_library(cuda.build(body, library=True, arch=spec.arch), body)[spec.name]
+        except (cuda.CudaCompileError, KeyError, ValueError) as exc:
+            first = next((line for line in str(exc).splitlines() if "error" in line), str(exc).splitlines()[0])
+            graded.append((spec, Verdict(spec.name, False, f"{spec.name}: does not compile: {first.strip()}")))
+            continue
+        graded.append((spec, grade_cudaling(spec.name, fn, quiet=True)))
+    return graded

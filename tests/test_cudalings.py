@@ -9,7 +9,6 @@ Compiles go through gpu_ml.cuda.build and its cache: the stubs are built from th
 from __future__ import annotations
 
 import json
-import re
 import shlex
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from gpu_ml import cuda
-from gpu_ml.cudalings import CUDALINGS, GUARD, SPECS, grade_cudaling, run_cases
+from gpu_ml.cudalings import CUDALINGS, GUARD, SPECS, grade_cudaling, notebook_cells, run_cases
 from gpu_ml.env import capability, has_gpu
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,24 +38,7 @@ needs_nvcc = pytest.mark.skipif(not _have_nvcc(), reason="nvcc not found: CUDA c
 needs_gpu = pytest.mark.skipif(not has_gpu(), reason="needs a CUDA GPU")
 
 
-def _cells() -> list[dict]:
-    return json.loads(NOTEBOOK.read_text())["cells"]
-
-
-def _stubs() -> dict[str, tuple[str, str]]:
-    """name -> (the cell's `%%cuda ...` line, its body as the magic receives it: the rest, ending in a newline)."""
-    stubs = {}
-    for cell in _cells():
-        source = "".join(cell["source"])
-        if cell["cell_type"] == "code" and source.startswith("%%cuda"):
-            line, body = source.split("\n", 1)
-            match = re.match(r"// cudaling: (\w+)\n", body)
-            assert match, f"a %%cuda cell without a `// cudaling: NAME` first line: {body[:80]!r}"
-            stubs[match.group(1)] = (line, body if body.endswith("\n") else body + "\n")
-    return stubs
-
-
-STUBS = _stubs()
+STUBS = notebook_cells(NOTEBOOK)
 
 
 def _source(kind: str, name: str) -> str:
@@ -79,7 +61,7 @@ def _types(params: list[cuda.Param]) -> tuple[str, ...]:
 def test_the_notebook_holds_the_specs_exercises_in_order():
     assert list(STUBS) == NAMES
     assert len(NAMES) >= 20
-    sources = ["".join(c["source"]) for c in _cells()]
+    sources = ["".join(c["source"]) for c in json.loads(NOTEBOOK.read_text())["cells"]]
     for name in NAMES:
         assert f'grade_cudaling("{name}", {name});' in sources, f"no grader cell for {name}"
         assert any(f"({'../../solutions/cuda/00-cudalings'}/{name}.cu)" in s and "<details>" in s for s in sources), \
@@ -287,3 +269,22 @@ def test_the_grader_catches_a_store_past_the_end_and_an_error_code(name):
     assert not verdict and "was written, but" in verdict.message, verdict.message
     failed = run_cases(spec, _as_called(name, lambda *args: 9), "cpu", quiet=True)
     assert not failed and "returned 9" in failed.message, failed.message
+
+
+@needs_nvcc
+def test_gpu_ml_exercises_builds_a_learners_cudalings(tmp_path, capsys):
+    """A learner's saved notebook: a cell that does not compile is reported with nvcc's error; without a GPU the
+    cells that compile wait for one (with a GPU they are graded)."""
+    from gpu_ml import cli
+
+    nb = json.loads(NOTEBOOK.read_text())
+    for cell in nb["cells"]:
+        if "".join(cell["source"]).startswith(f"{STUBS['whoami'][0]}\n// cudaling: whoami"):
+            cell["source"] = f"{STUBS['whoami'][0]}\n// cudaling: whoami\nthis is not C++;\n"
+    path = tmp_path / "mine.ipynb"
+    path.write_text(json.dumps(nb))
+    assert cli.main(["exercises", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert f"] 0 of {len(NAMES)} solved" in out and "next: whoami (" in out and "whoami: does not compile: " in out
+    if not has_gpu():
+        assert out.count("needs a GPU to grade") == len(NAMES) - 1

@@ -141,8 +141,8 @@ def test_gpu_ml_exercises_grades_a_learners_notebook(tmp_path, solutions, capsys
     path = _copy_with(tmp_path, {**solved, "add_vectors": "def add_vectors_kernel(:\n"})  # a syntax error
     assert cli.main(["exercises", str(path)]) == 1
     out = capsys.readouterr().out
-    assert f"2 of {len(PUZZLES)} solved" in out and "  1. solved  add_constant" in out
-    assert "next: 2. " in out and "the cell raised SyntaxError" in out  # add_vectors, the first one not solved
+    assert f"] 2 of {len(PUZZLES)} solved" in out and "  1. solved" in out and "add_constant  (" in out
+    assert f"next: {PUZZLES['add_vectors'].title} (" in out and "the cell raised SyntaxError" in out
     everything = {name: inspect.getsource(getattr(solutions, p.kernel_name).fn)
                   for name, p in PUZZLES.items()}
     assert cli.main(["exercises", str(_copy_with(tmp_path, everything))]) == 0

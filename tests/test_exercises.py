@@ -1,0 +1,58 @@
+"""The lessons' graded exercises (gpu_ml.exercises): every solution passes its grader, every untouched stub in its
+notebook runs and fails, and the notebooks hold exactly the registered exercises. CPU: Triton's interpreter."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+import triton.language as tl
+
+import triton
+from gpu_ml.exercises import EXERCISES, grade_exercise, notebook_cells
+from gpu_ml.validate import kernel_device
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted({e.notebook for e in EXERCISES.values()})
+
+
+def _solutions(notebook: str):
+    path = ROOT / "solutions" / Path(notebook).with_suffix(".py")
+    spec = importlib.util.spec_from_file_location(f"solutions_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _stub(name: str):
+    """The untouched stub of exercise `name`, run from its notebook cell; returns the function the grader calls."""
+    source = notebook_cells(ROOT / EXERCISES[name].notebook)[name]
+    namespace = {"torch": torch, "triton": triton, "tl": tl, "device": kernel_device()}
+    exec(compile(source, f"<exercise {name}>", "exec"), namespace)
+    return namespace[EXERCISES[name].function]
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_the_notebook_holds_its_exercises(notebook):
+    in_notebook = set(notebook_cells(ROOT / notebook))
+    assert in_notebook == {n for n, e in EXERCISES.items() if e.notebook == notebook}
+    text = (ROOT / notebook).read_text()
+    for name in in_notebook:
+        assert f'grade_exercise(\\"{name}\\", {EXERCISES[name].function})' in text, f"no grader cell for {name}"
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_the_solution_passes_and_the_stub_fails(name):
+    solution = getattr(_solutions(EXERCISES[name].notebook), EXERCISES[name].function)
+    assert grade_exercise(name, solution, quiet=True)
+    verdict = grade_exercise(name, _stub(name), quiet=True)
+    assert not verdict and "not solved yet" in verdict.message, verdict.message
+
+
+def test_a_wrong_answer_names_the_case(capsys):
+    verdict = grade_exercise("axpy", lambda a, x, y: a * x - y)
+    assert not verdict and "not solved yet: case 'n=1'" in capsys.readouterr().out
+    with pytest.raises(KeyError, match="no exercise 'nope'"):
+        grade_exercise("nope", None)

@@ -46,12 +46,48 @@ def _in_place(fn: Callable, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return mine
 
 
+def _rows() -> Cases:
+    """Rows whose length is not a power of two (so the one block per row has masked lanes): all negative (a fill of 0
+    wins a max), all positive (a fill of 0 wins a min), mixed; values near +-1 so that a row's product stays finite."""
+    g = torch.Generator().manual_seed(0)
+
+    def near_one(m: int, n: int) -> torch.Tensor:
+        return 0.8 + 0.4 * torch.rand(m, n, generator=g)
+
+    signs = torch.where(torch.rand(5, 7, generator=g) < 0.5, -1.0, 1.0)
+    cases = {"1 element": -near_one(1, 1), "3 x 100, all negative": -near_one(3, 100),
+             "4 x 100, all positive": near_one(4, 100), "5 x 7, mixed signs": signs * near_one(5, 7)}
+    return {name: (x.to(kernel_device()),) for name, x in cases.items()}
+
+
+def _silu_mul_cases() -> Cases:
+    g = torch.Generator().manual_seed(0)
+    cases = {f"n={n}": (4 * torch.randn(n, generator=g), torch.randn(n, generator=g)) for n in (1, 1000, 4097)}
+    cases["n=3000, float16"] = tuple((s * torch.randn(3000, generator=g)).half() for s in (4, 1))
+    return {name: tuple(t.to(kernel_device()) for t in args) for name, args in cases.items()}
+
+
+def _refuses_mismatched_shapes(fn: Callable, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """fn(x, y), after checking that fn refuses a y one element short (a wrapper that launches anyway reads past it)."""
+    out = fn(x, y)
+    try:
+        fn(x, y[:-1])
+    except ValueError:
+        return out
+    raise AssertionError("silu_mul(x, y[:-1]) did not raise ValueError: the wrapper must refuse shapes that differ "
+                         "before it launches")
+
+
 _ALL = [
     Exercise("axpy", "triton/01-basics/01_vector_add.ipynb", "axpy",
              lambda: {name: (2.5, x, y) for name, (x, y) in _vectors().items()},
              reference=lambda a, x, y: a * x + y, call=lambda fn, *args: fn(*args)),
     Exercise("add_in_place", "triton/01-basics/01_vector_add.ipynb", "add_", _vectors,
              reference=lambda x, y: x + y, call=_in_place),
+    Exercise("fill_values", "triton/01-basics/02_memory_and_fusion.ipynb", "row_reductions", _rows,
+             reference=lambda x: (x.sum(1), x.amax(1), x.amin(1), x.prod(1)), call=lambda fn, *args: fn(*args)),
+    Exercise("silu_mul", "triton/01-basics/02_memory_and_fusion.ipynb", "silu_mul", _silu_mul_cases,
+             reference=lambda x, y: torch.nn.functional.silu(x.float()) * y.float(), call=_refuses_mismatched_shapes),
 ]
 EXERCISES: dict[str, Exercise] = {e.name: e for e in _ALL}
 

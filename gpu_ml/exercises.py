@@ -78,6 +78,43 @@ def _refuses_mismatched_shapes(fn: Callable, x: torch.Tensor, y: torch.Tensor) -
                          "before it launches")
 
 
+def _reverse_with_guards(kernel: Callable, x: torch.Tensor, block: int = 64) -> torch.Tensor:
+    """Launch kernel(x, y, n, BLOCK=block) with x followed by NaN (a read past its end poisons y) and y followed by a
+    guard region (a write past its end is caught): what a missing or wrong mask looks like in the interpreter."""
+    n = x.numel()
+    x_buffer = torch.full((n + block,), float("nan"), device=x.device)
+    x_buffer[:n] = x
+    canary = -12345.0
+    y_buffer = torch.full((n + block,), canary, device=x.device)
+    kernel[(-(-n // block),)](x_buffer[:n], y_buffer[:n], n, BLOCK=block)
+    past = int((y_buffer[n:] != canary).sum())
+    if past:
+        raise AssertionError(f"the kernel wrote {past} elements past the end of y (n={n}, BLOCK={block})")
+    return y_buffer[:n]
+
+
+def _must_raise(fn: Callable, args: tuple, error: type[Exception], what: str) -> None:
+    try:
+        fn(*args)
+    except error:
+        return
+    except Exception as exc:
+        raise AssertionError(f"{what}: raised {type(exc).__name__}, expected {error.__name__}") from exc
+    raise AssertionError(f"{what}: did not raise {error.__name__}")
+
+
+def _checks_on_host(fn: Callable, x: torch.Tensor, alpha: float) -> torch.Tensor:
+    """fn(x, alpha), after checking that fn refuses a list, a 2-D tensor and a non-contiguous 1-D one."""
+    out = fn(x, alpha)
+    _must_raise(fn, (x.tolist(), alpha), TypeError, "safe_scale(a list)")
+    _must_raise(fn, (x.new_ones(4, 3), alpha), ValueError, "safe_scale(a 2-D tensor)")
+    _must_raise(fn, (x.new_ones(8)[::2], alpha), ValueError, "safe_scale(a non-contiguous 1-D tensor, x[::2])")
+    return out
+
+
+_SIZES_FOR_THE_BUG = (1, 255, 256, 257, 512, 1000, 1024)
+
+
 _ALL = [
     Exercise("axpy", "triton/01-basics/01_vector_add.ipynb", "axpy",
              lambda: {name: (2.5, x, y) for name, (x, y) in _vectors().items()},
@@ -88,6 +125,18 @@ _ALL = [
              reference=lambda x: (x.sum(1), x.amax(1), x.amin(1), x.prod(1)), call=lambda fn, *args: fn(*args)),
     Exercise("silu_mul", "triton/01-basics/02_memory_and_fusion.ipynb", "silu_mul", _silu_mul_cases,
              reference=lambda x, y: torch.nn.functional.silu(x.float()) * y.float(), call=_refuses_mismatched_shapes),
+    Exercise("reverse", "triton/01-basics/03_debugging.ipynb", "reverse_kernel",
+             lambda: {f"n={n}": (torch.randn(n, generator=torch.Generator().manual_seed(n)).to(kernel_device()),)
+                      for n in (1, 7, 64, 300)},
+             reference=lambda x: torch.flip(x, [0]), call=_reverse_with_guards),
+    Exercise("safe_scale", "triton/01-basics/03_debugging.ipynb", "safe_scale",
+             lambda: {f"n={n}": (torch.randn(n, generator=torch.Generator().manual_seed(n)).to(kernel_device()), 3.0)
+                      for n in (1, 1000, 4099)},
+             reference=lambda x, alpha: alpha * x, call=_checks_on_host),
+    Exercise("exposes_bug", "triton/01-basics/03_debugging.ipynb", "exposes_bug",
+             lambda: {f"block={block}, n in {_SIZES_FOR_THE_BUG}": (block,) for block in (256, 64)},
+             reference=lambda block: torch.tensor([n % block != 0 for n in _SIZES_FOR_THE_BUG]),
+             call=lambda fn, block: torch.tensor([bool(fn(n, block)) for n in _SIZES_FOR_THE_BUG])),
 ]
 EXERCISES: dict[str, Exercise] = {e.name: e for e in _ALL}
 

@@ -31,6 +31,8 @@ class Exercise:
     cases: Callable[[], Cases]  # case name -> arguments, on kernel_device()
     reference: Callable[..., torch.Tensor]
     call: Callable[..., torch.Tensor]  # call(attempt, *arguments) -> what is compared with the reference
+    atol: float | None = None  # None: check's default for the reference's dtype
+    rtol: float | None = None
 
 
 def _vectors() -> Cases:
@@ -115,6 +117,22 @@ def _checks_on_host(fn: Callable, x: torch.Tensor, alpha: float) -> torch.Tensor
 _SIZES_FOR_THE_BUG = (1, 255, 256, 257, 512, 1000, 1024)
 
 
+def _bias_relu_cases() -> Cases:
+    """M != N (a bias broadcast along the wrong axis shows), sizes not multiples of 32, K = 0 (the bias alone) and K
+    over two blocks (a bias added inside the K loop shows)."""
+    g = torch.Generator().manual_seed(0)
+    cases = {}
+    for m, n, k in ((1, 1, 1), (5, 7, 3), (70, 45, 33), (33, 100, 70), (4, 5, 0)):
+        a, b, bias = torch.randn(m, k, generator=g), torch.randn(k, n, generator=g), torch.randn(n, generator=g)
+        cases[f"{m}x{n}x{k}"] = tuple(t.to(kernel_device()) for t in (a, b, bias))
+    return cases
+
+
+def _intensity_cases() -> Cases:
+    return {f"{bm}x{bn} tile, BLOCK_K={bk}, {size}-byte elements": (bm, bn, bk, size)
+            for bm, bn, bk, size in ((128, 256, 64, 2), (1, 1, 64, 2), (64, 64, 32, 4), (16, 128, 32, 2))}
+
+
 _ALL = [
     Exercise("axpy", "triton/01-basics/01_vector_add.ipynb", "axpy",
              lambda: {name: (2.5, x, y) for name, (x, y) in _vectors().items()},
@@ -137,6 +155,13 @@ _ALL = [
              lambda: {f"block={block}, n in {_SIZES_FOR_THE_BUG}": (block,) for block in (256, 64)},
              reference=lambda block: torch.tensor([n % block != 0 for n in _SIZES_FOR_THE_BUG]),
              call=lambda fn, block: torch.tensor([bool(fn(n, block)) for n in _SIZES_FOR_THE_BUG])),
+    Exercise("bias_relu_epilogue", "triton/02-matrix-ops/01_matmul_from_scratch.ipynb", "matmul_bias_relu",
+             _bias_relu_cases, reference=lambda a, b, bias: torch.relu(a @ b + bias),
+             call=lambda fn, *args: fn(*args), atol=1e-4, rtol=1e-4),
+    Exercise("tile_intensity", "triton/02-matrix-ops/01_matmul_from_scratch.ipynb", "tile_intensity",
+             _intensity_cases, reference=lambda bm, bn, bk, size: torch.tensor(2 * bm * bn / (size * (bm + bn)),
+                                                                                dtype=torch.float64),
+             call=lambda fn, *args: torch.tensor(float(fn(*args)), dtype=torch.float64), rtol=1e-9),
 ]
 EXERCISES: dict[str, Exercise] = {e.name: e for e in _ALL}
 
@@ -147,7 +172,8 @@ def grade_exercise(name: str, fn: Callable, *, quiet: bool = False) -> Verdict:
     if name not in EXERCISES:
         raise KeyError(f"no exercise {name!r}; the exercises are {', '.join(EXERCISES)}")
     exercise = EXERCISES[name]
-    return grade(name, lambda *args: exercise.call(fn, *args), exercise.reference, exercise.cases(), quiet=quiet)
+    return grade(name, lambda *args: exercise.call(fn, *args), exercise.reference, exercise.cases(),
+                 atol=exercise.atol, rtol=exercise.rtol, quiet=quiet)
 
 
 def notebook_cells(path: str | Path) -> dict[str, str]:

@@ -133,6 +133,17 @@ def _intensity_cases() -> Cases:
             for bm, bn, bk, size in ((128, 256, 64, 2), (1, 1, 64, 2), (64, 64, 32, 4), (16, 128, 32, 2))}
 
 
+
+def _fp16_matmul_cases(shapes: tuple, bias: bool = False) -> Cases:
+    g = torch.Generator().manual_seed(0)
+    cases = {}
+    for m, n, k in shapes:
+        args = [torch.randn(m, k, generator=g), torch.randn(k, n, generator=g)] + ([torch.randn(n, generator=g)]
+                                                                                    if bias else [])
+        cases[f"{m}x{n}x{k}, float16"] = tuple(t.half().to(kernel_device()) for t in args)
+    return cases
+
+
 _ALL = [
     Exercise("axpy", "triton/01-basics/01_vector_add.ipynb", "axpy",
              lambda: {name: (2.5, x, y) for name, (x, y) in _vectors().items()},
@@ -162,6 +173,15 @@ _ALL = [
              _intensity_cases, reference=lambda bm, bn, bk, size: torch.tensor(2 * bm * bn / (size * (bm + bn)),
                                                                                 dtype=torch.float64),
              call=lambda fn, *args: torch.tensor(float(fn(*args)), dtype=torch.float64), rtol=1e-9),
+    # K not a multiple of the 2 x 32 a split covers (a missing K mask shows), K = 1 (one split has nothing to add).
+    Exercise("split_k", "triton/02-matrix-ops/02_fast_matmul.ipynb", "matmul_split_k",
+             lambda: _fp16_matmul_cases(((1, 1, 1), (5, 7, 100), (70, 45, 129), (33, 64, 64))),
+             reference=lambda a, b: a.float() @ b.float(), call=lambda fn, *args: fn(*args)),
+    # TMA descriptors need rows of a multiple of 16 bytes: N and K multiples of 8, M anything; M != N.
+    Exercise("tma_epilogue", "triton/02-matrix-ops/02_fast_matmul.ipynb", "matmul_persistent_epilogue",
+             lambda: _fp16_matmul_cases(((1, 8, 8), (100, 72, 40), (300, 136, 256)), bias=True),
+             reference=lambda a, b, bias: torch.relu(a.float() @ b.float() + bias.float()),
+             call=lambda fn, *args: fn(*args)),
 ]
 EXERCISES: dict[str, Exercise] = {e.name: e for e in _ALL}
 

@@ -8,14 +8,13 @@ tests grade every solution (it must pass) and every untouched stub (it must fail
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from gpu_ml.grading import Verdict, grade
+from gpu_ml.grading import Verdict, grade, marked_cells
 from gpu_ml.validate import kernel_device
 
 Cases = dict[str, tuple]
@@ -198,10 +197,4 @@ def grade_exercise(name: str, fn: Callable, *, quiet: bool = False) -> Verdict:
 
 def notebook_cells(path: str | Path) -> dict[str, str]:
     """name -> source of every code cell of the notebook at `path` whose first line is `# exercise: NAME`."""
-    cells = {}
-    for cell in json.loads(Path(path).read_text())["cells"]:
-        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-        first = source.split("\n", 1)[0].strip()
-        if cell["cell_type"] == "code" and first.startswith("# exercise:"):
-            cells[first.removeprefix("# exercise:").strip()] = source
-    return cells
+    return marked_cells(path, "# exercise:")

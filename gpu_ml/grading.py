@@ -7,8 +7,10 @@ falsy when the attempt failed, for tests (`assert grade(...)`, `assert not grade
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -68,3 +70,15 @@ def grade(name: str, attempt: Callable, reference: Callable, cases: Mapping[str,
             except AssertionError as exc:
                 return verdict(False, f"{name}: not solved yet: case {case!r}, {exc}")
     return verdict(True, f"{name}: PASS ({len(cases)} case{'s' if len(cases) != 1 else ''})")
+
+
+def marked_cells(path: str | Path, marker: str) -> dict[str, str]:
+    """name -> source of every code cell of the notebook at `path` whose first line is `<marker> NAME`
+    (e.g. marker "# puzzle:"), in order: the cells a learner fills in, read from the saved notebook."""
+    cells = {}
+    for cell in json.loads(Path(path).read_text())["cells"]:
+        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        first = source.split("\n", 1)[0].strip()
+        if cell["cell_type"] == "code" and first.startswith(marker):
+            cells[first.removeprefix(marker).strip()] = source
+    return cells

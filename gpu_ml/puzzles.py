@@ -12,7 +12,6 @@ reports. Reads are not checked, but a load past the end of an input reads NaN, w
 
 from __future__ import annotations
 
-import json
 import linecache
 import math
 from collections.abc import Callable, Mapping
@@ -23,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from gpu_ml.grading import Verdict, grade
+from gpu_ml.grading import Verdict, grade, marked_cells
 from gpu_ml.validate import kernel_device
 
 Cases = dict[str, tuple]
@@ -615,13 +614,7 @@ def progress(namespace: Mapping[str, object]) -> list[Verdict]:
 
 def notebook_cells(path: str | Path) -> dict[str, str]:
     """name -> source of every code cell of the notebook at `path` whose first line is `# puzzle: NAME`."""
-    cells = {}
-    for cell in json.loads(Path(path).read_text())["cells"]:
-        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-        first = source.split("\n", 1)[0].strip()
-        if cell["cell_type"] == "code" and first.startswith("# puzzle:"):
-            cells[first.removeprefix("# puzzle:").strip()] = source
-    return cells
+    return marked_cells(path, "# puzzle:")
 
 
 def kernel_from_cell(name: str, source: str) -> object:

@@ -1,37 +1,13 @@
-"""The graded exercises at the end of the lessons: for each, its cases, how the learner's function is called, and
-PyTorch's answer; `grade_exercise(name, fn)` grades it with `gpu_ml.grading.grade`.
-
-In a notebook an exercise is a stub cell whose first line is `# exercise: NAME` (the learner fills it in) and a
-grader cell calling `grade_exercise("NAME", fn)`; the solution is in solutions/ at the notebook's path. The
-tests grade every solution (it must pass) and every untouched stub (it must fail).
-"""
+"""Exercises of triton/01-basics and triton/02-matrix-ops."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
-from gpu_ml.grading import Verdict, grade, marked_cells
+from gpu_ml.exercises.core import Cases, Exercise, must_raise
 from gpu_ml.validate import kernel_device
-
-Cases = dict[str, tuple]
-
-
-@dataclass(frozen=True)
-class Exercise:
-    """One exercise: the notebook it belongs to, its cases, how the attempt is called, and the reference."""
-
-    name: str
-    notebook: str  # relative to the project root
-    function: str  # what the stub cell defines and the grader cell passes (the solution's name for it too)
-    cases: Callable[[], Cases]  # case name -> arguments, on kernel_device()
-    reference: Callable[..., torch.Tensor]
-    call: Callable[..., torch.Tensor]  # call(attempt, *arguments) -> what is compared with the reference
-    atol: float | None = None  # None: check's default for the reference's dtype
-    rtol: float | None = None
 
 
 def _vectors() -> Cases:
@@ -94,22 +70,12 @@ def _reverse_with_guards(kernel: Callable, x: torch.Tensor, block: int = 64) -> 
     return y_buffer[:n]
 
 
-def _must_raise(fn: Callable, args: tuple, error: type[Exception], what: str) -> None:
-    try:
-        fn(*args)
-    except error:
-        return
-    except Exception as exc:
-        raise AssertionError(f"{what}: raised {type(exc).__name__}, expected {error.__name__}") from exc
-    raise AssertionError(f"{what}: did not raise {error.__name__}")
-
-
 def _checks_on_host(fn: Callable, x: torch.Tensor, alpha: float) -> torch.Tensor:
     """fn(x, alpha), after checking that fn refuses a list, a 2-D tensor and a non-contiguous 1-D one."""
     out = fn(x, alpha)
-    _must_raise(fn, (x.tolist(), alpha), TypeError, "safe_scale(a list)")
-    _must_raise(fn, (x.new_ones(4, 3), alpha), ValueError, "safe_scale(a 2-D tensor)")
-    _must_raise(fn, (x.new_ones(8)[::2], alpha), ValueError, "safe_scale(a non-contiguous 1-D tensor, x[::2])")
+    must_raise(fn, (x.tolist(), alpha), TypeError, "safe_scale(a list)")
+    must_raise(fn, (x.new_ones(4, 3), alpha), ValueError, "safe_scale(a 2-D tensor)")
+    must_raise(fn, (x.new_ones(8)[::2], alpha), ValueError, "safe_scale(a non-contiguous 1-D tensor, x[::2])")
     return out
 
 
@@ -143,7 +109,7 @@ def _fp16_matmul_cases(shapes: tuple, bias: bool = False) -> Cases:
     return cases
 
 
-_ALL = [
+EXERCISES = [
     Exercise("axpy", "triton/01-basics/01_vector_add.ipynb", "axpy",
              lambda: {name: (2.5, x, y) for name, (x, y) in _vectors().items()},
              reference=lambda a, x, y: a * x + y, call=lambda fn, *args: fn(*args)),
@@ -182,19 +148,3 @@ _ALL = [
              reference=lambda a, b, bias: torch.relu(a.float() @ b.float() + bias.float()),
              call=lambda fn, *args: fn(*args)),
 ]
-EXERCISES: dict[str, Exercise] = {e.name: e for e in _ALL}
-
-
-def grade_exercise(name: str, fn: Callable, *, quiet: bool = False) -> Verdict:
-    """Grade the learner's `fn` for exercise `name` on every case: PASS, or "not solved yet" with the first case and
-    element that differ (or what it raised); printed unless `quiet`, and returned, never raised."""
-    if name not in EXERCISES:
-        raise KeyError(f"no exercise {name!r}; the exercises are {', '.join(EXERCISES)}")
-    exercise = EXERCISES[name]
-    return grade(name, lambda *args: exercise.call(fn, *args), exercise.reference, exercise.cases(),
-                 atol=exercise.atol, rtol=exercise.rtol, quiet=quiet)
-
-
-def notebook_cells(path: str | Path) -> dict[str, str]:
-    """name -> source of every code cell of the notebook at `path` whose first line is `# exercise: NAME`."""
-    return marked_cells(path, "# exercise:")

@@ -1,0 +1,35 @@
+"""The graded exercises at the end of the lessons: for each, its cases, how the learner's function is called, and
+PyTorch's answer; `grade_exercise(name, fn)` grades it with `gpu_ml.grading.grade`.
+
+In a notebook an exercise is a stub cell whose first line is `# exercise: NAME` (the learner fills it in) and a
+grader cell calling `grade_exercise("NAME", fn)`; the solution is in solutions/ at the notebook's path. The
+tests grade every solution (it must pass) and every untouched stub (it must fail).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from gpu_ml.exercises import triton_basics
+from gpu_ml.exercises.core import Exercise
+from gpu_ml.grading import Verdict, grade, marked_cells
+
+# One module per chapter, each with its list EXERCISES; a new chapter's module is added here.
+_CHAPTERS = (triton_basics,)
+EXERCISES: dict[str, Exercise] = {e.name: e for chapter in _CHAPTERS for e in chapter.EXERCISES}
+
+
+def grade_exercise(name: str, fn: Callable, *, quiet: bool = False) -> Verdict:
+    """Grade the learner's `fn` for exercise `name` on every case: PASS, or "not solved yet" with the first case and
+    element that differ (or what it raised); printed unless `quiet`, and returned, never raised."""
+    if name not in EXERCISES:
+        raise KeyError(f"no exercise {name!r}; the exercises are {', '.join(EXERCISES)}")
+    exercise = EXERCISES[name]
+    return grade(name, lambda *args: exercise.call(fn, *args), exercise.reference, exercise.cases(),
+                 atol=exercise.atol, rtol=exercise.rtol, quiet=quiet)
+
+
+def notebook_cells(path: str | Path) -> dict[str, str]:
+    """name -> source of every code cell of the notebook at `path` whose first line is `# exercise: NAME`."""
+    return marked_cells(path, "# exercise:")

@@ -1,0 +1,35 @@
+"""What an exercise is: its notebook, its cases, how the learner's function is called, and PyTorch's answer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+Cases = dict[str, tuple]
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise: the notebook it belongs to, its cases, how the attempt is called, and the reference."""
+
+    name: str
+    notebook: str  # relative to the project root
+    function: str  # what the stub cell defines and the grader cell passes (the solution's name for it too)
+    cases: Callable[[], Cases]  # case name -> arguments, on kernel_device()
+    reference: Callable[..., torch.Tensor]
+    call: Callable[..., torch.Tensor]  # call(attempt, *arguments) -> what is compared with the reference
+    atol: float | None = None  # None: check's default for the reference's dtype
+    rtol: float | None = None
+
+
+def must_raise(fn: Callable, args: tuple, error: type[Exception], what: str) -> None:
+    """Raise AssertionError unless fn(*args) raises `error` (a grader's check that a wrapper refuses bad input)."""
+    try:
+        fn(*args)
+    except error:
+        return
+    except Exception as exc:
+        raise AssertionError(f"{what}: raised {type(exc).__name__}, expected {error.__name__}") from exc
+    raise AssertionError(f"{what}: did not raise {error.__name__}")

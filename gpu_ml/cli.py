@@ -5,7 +5,7 @@ gpu-ml execute NOTEBOOK...   run each notebook top to bottom (nbclient) and save
 gpu-ml results               rewrite the README's results table from results/*.json
 gpu-ml export [--check]      write gpu_ml/kernels/ from the notebooks' `#| export` cells
                              (--check: only list what differs, exit 1 if anything does)
-gpu-ml test [--shard I/N] [--workers K] [--save]
+gpu-ml test [--shard I/N] [--workers K] [--save] [ITEM...]
                              every notebook and test file, one worker per GPU, each item's time and
                              result printed and kept in results/suite/<gpu>.json (--save: notebooks
                              run through `execute`, keeping their outputs)
@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--timeout", type=int, default=1800, help="per-cell timeout in seconds")
     sub.add_parser("results", help="rewrite the README results table from results/*.json")
     tst = sub.add_parser("test", help="the whole suite over this machine's GPUs, timed")
+    tst.add_argument("items", nargs="*", help="only these notebooks and test files (default: all)")
     tst.add_argument("--shard", help="run part I of N, e.g. 2/4")
     tst.add_argument("--workers", type=int, help="parallel workers (default: one per GPU)")
     tst.add_argument("--save", action="store_true", help="execute notebooks in place, keeping their outputs")
@@ -115,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "test":
         from gpu_ml import suite
 
-        return suite.main(shard_spec=args.shard, workers=args.workers, save=args.save, timeout=args.timeout)
+        return suite.main(args.items or None, shard_spec=args.shard, workers=args.workers, save=args.save,
+                          timeout=args.timeout)
     elif args.command == "exercises":
         return exercises(args.notebooks)
     elif args.command == "export":

@@ -101,16 +101,22 @@ def record_path(root: Path, gpu_name: str) -> Path:
     return root / "results" / "suite" / f"{slug(gpu_name)}.json"  # not results/*.json: the table
 
 
-def main(*, shard_spec: str | None = None, workers: int | None = None, save: bool = False,
-         timeout: float = 1800.0, root: Path | None = None,
+def main(only: list[str] | None = None, *, shard_spec: str | None = None, workers: int | None = None,
+         save: bool = False, timeout: float = 1800.0, root: Path | None = None,
          runner: Callable[[str, int | None], Outcome] | None = None) -> int:
-    """Collect, shard, plan, run, report and record; 0 when every item passed."""
+    """Collect (or take `only`, checked against what is collected), shard, plan, run, report and record; 0 when
+    every item passed."""
     import torch
 
     root = project_root(root)
     gpu_count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     gpu_name = torch.cuda.get_device_name(0) if gpu_count else "cpu"
     items = collect(root)
+    if only:
+        unknown = sorted(set(only) - set(items))
+        if unknown:
+            raise ValueError(f"not notebooks or test files of the suite: {', '.join(unknown)}")
+        items = sorted(set(only))
     if shard_spec:
         index, _, count = shard_spec.partition("/")
         items = shard(items, int(index), int(count))

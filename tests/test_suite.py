@@ -63,6 +63,11 @@ def test_main_runs_reports_and_records(tmp_path, monkeypatch, capsys):
     ran.clear()
     assert suite.main(shard_spec="2/3", root=tmp_path, runner=runner) == 0  # only tests/test_c.py
     assert ran == [("tests/test_c.py", None)]
+    ran.clear()
+    assert suite.main(["triton/a.ipynb"], root=tmp_path, runner=runner) == 0
+    assert ran == [("triton/a.ipynb", None)]
+    with pytest.raises(ValueError, match="not notebooks or test files of the suite: triton/nope.ipynb"):
+        suite.main(["triton/nope.ipynb"], root=tmp_path, runner=runner)
 
 
 def test_run_item_reports_failure_and_time_out(tmp_path, monkeypatch):
@@ -76,6 +81,8 @@ def test_run_item_reports_failure_and_time_out(tmp_path, monkeypatch):
 
 def test_cli_has_the_test_command(monkeypatch):
     seen = {}
-    monkeypatch.setattr(suite, "main", lambda **kw: seen.update(kw) or 0)
+    monkeypatch.setattr(suite, "main", lambda only, **kw: seen.update(kw, only=only) or 0)
     assert cli.main(["test", "--shard", "1/4", "--workers", "2", "--save"]) == 0
-    assert seen == {"shard_spec": "1/4", "workers": 2, "save": True, "timeout": 1800}
+    assert seen == {"only": None, "shard_spec": "1/4", "workers": 2, "save": True, "timeout": 1800}
+    assert cli.main(["test", "tests/test_c.py", "cuda/b.ipynb"]) == 0
+    assert seen["only"] == ["tests/test_c.py", "cuda/b.ipynb"]

@@ -92,6 +92,7 @@ def _recording(tensors: dict[str, torch.Tensor], trace: Trace):
     """Patch the interpreter's masked load and store to count accesses per tensor and drop out-of-bounds ones."""
     import triton.language as tl
     from triton.runtime import interpreter
+    from triton.runtime.jit import JITFunction
 
     builder = interpreter.interpreter_builder
     ranges = []  # (start address, end address, element size, name), one per tensor argument
@@ -120,6 +121,13 @@ def _recording(tensors: dict[str, torch.Tensor], trace: Trace):
         return inside  # the accesses that may go ahead
 
     original_load, original_store = builder.create_masked_load, builder.create_masked_store
+    original_call, interpreted = JITFunction.__call__, {}
+
+    def device_call(self, *args, **kwargs):
+        """A @triton.jit function called from the traced kernel (tl.sum, say, outside interpreter mode): interpreted."""
+        if self.fn not in interpreted:
+            interpreted[self.fn] = interpreter.InterpretedFunction(self.fn)
+        return interpreted[self.fn](*args, **kwargs)
 
     def load(ptrs, mask, other, *rest):
         safe = interpreter.TensorHandle(account("read", ptrs, mask), tl.int1)
@@ -130,10 +138,12 @@ def _recording(tensors: dict[str, torch.Tensor], trace: Trace):
         return original_store(ptrs, value, safe, *rest)
 
     builder.create_masked_load, builder.create_masked_store = load, store
+    JITFunction.__call__ = device_call
     try:
         yield
     finally:
         builder.create_masked_load, builder.create_masked_store = original_load, original_store
+        JITFunction.__call__ = original_call
 
 
 def _describe(address: int, ranges) -> str:

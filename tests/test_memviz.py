@@ -27,6 +27,18 @@ def column_sum(x_ptr, out_ptr, R, C, B: tl.constexpr):
     tl.store(out_ptr + cols, v + tl.load(out_ptr + cols, mask=cols < C), mask=cols < C)
 
 
+def _twice(v):
+    return v * 2
+
+
+TWICE = JITFunction(_twice)  # a device function compiled for the GPU, as tl.sum is outside interpreter mode
+
+
+def add_twice(x_ptr, z_ptr, N, B: tl.constexpr):
+    offs = tl.program_id(0) * B + tl.arange(0, B)
+    tl.store(z_ptr + offs, TWICE(tl.load(x_ptr + offs, mask=offs < N)), mask=offs < N)
+
+
 @pytest.fixture(params=["interpreted", "jit"])
 def wrap(request):
     """Both ways a kernel reaches trace(): already interpreted (CPU mode) or compiled-for-GPU (traced anyway)."""
@@ -50,6 +62,15 @@ def test_out_of_bounds_accesses_are_reported_and_suppressed(wrap):
     assert "offset 10 of x_ptr, which has 10 elements" in t.out_of_bounds[0]
     assert "2 out-of-bounds accesses (suppressed)" in t.summary()
     assert (t.tensors["z_ptr"].writes == 1).all()
+
+
+def test_a_jit_device_function_inside_is_interpreted_too(wrap):
+    """A kernel compiled for the GPU calls other @triton.jit functions (tl.sum, tl.max); tracing runs them too."""
+    z = torch.zeros(10)
+    t = memviz.trace(wrap(add_twice), (3,), torch.arange(10.0), z, 10, 4)
+    assert not t.out_of_bounds and (t.tensors["z_ptr"].writes == 1).all()
+    with pytest.raises(RuntimeError, match="outside of the scope of a kernel"):
+        TWICE(1.0)  # the patch is gone after the trace
 
 
 def test_elements_written_by_several_programs_are_counted():

@@ -74,3 +74,56 @@ EXERCISES = [
              call=lambda fn, dtype: torch.tensor(float(fn(dtype)), dtype=torch.float64), rtol=0.0, atol=0.0),
 ]
 
+
+# --- 02_softmax ---------------------------------------------------------------------------------------------
+
+def _softmax_rows(seed: int = 0) -> dict[str, torch.Tensor]:
+    """Rows that break softmaxes: 1 element, widths below one block and not powers of two, +-1e4 (exp overflows
+    without the max, and log(softmax) is log(0) = -inf), -inf entries (row 0: one finite entry; row 1: all -inf
+    but its tail), fp16, and a row stride that is not the width."""
+    g = torch.Generator().manual_seed(seed)
+    masked = torch.randn(5, 1000, generator=g)
+    masked[:, ::3] = float("-inf")
+    masked[0, :] = float("-inf")
+    masked[0, 700] = 2.0
+    masked[1, :300] = float("-inf")  # the first blocks of row 1 hold nothing but -inf
+    return {"1 x 1": torch.randn(1, 1, generator=g), "7 x 3": torch.randn(7, 3, generator=g),
+            "5 x 1000": torch.randn(5, 1000, generator=g), "3 x 1025": torch.randn(3, 1025, generator=g),
+            "uniform in +-1e4": torch.rand(4, 500, generator=g) * 2e4 - 1e4,
+            "increasing rows (the max changes in every block)": torch.linspace(-50, 50, 2000).reshape(2, 1000),
+            "-inf entries": masked, "5 x 1000, float16": torch.randn(5, 1000, generator=g).half(),
+            "x[:, 7:1007] of 1100 columns": torch.randn(3, 1100, generator=g)[:, 7:1007]}
+
+
+def _softmax_cases() -> Cases:
+    return _on_device({name: (x,) for name, x in _softmax_rows().items()})
+
+
+def _causal_cases() -> Cases:
+    """Square inputs: n = 1 (row 0 keeps only its diagonal: output 1), n not a power of two, +-1e4, fp16, and
+    -inf entries below the diagonal (the diagonal stays finite, so no row is all -inf)."""
+    g = torch.Generator().manual_seed(1)
+    cases = {f"{n} x {n}": torch.randn(n, n, generator=g) for n in (1, 3, 100, 257)}
+    cases["64 x 64, uniform in +-1e4"] = torch.rand(64, 64, generator=g) * 2e4 - 1e4
+    cases["65 x 65, float16"] = torch.randn(65, 65, generator=g).half()
+    x = torch.randn(50, 50, generator=g)
+    i, j = torch.meshgrid(torch.arange(50), torch.arange(50), indexing="ij")
+    x[(j < i) & ((i + j) % 3 == 0)] = float("-inf")
+    cases["50 x 50, -inf below the diagonal"] = x
+    return _on_device({name: (x,) for name, x in cases.items()})
+
+
+def _causal_reference(x: torch.Tensor) -> torch.Tensor:
+    future = torch.triu(torch.ones(x.shape, dtype=torch.bool, device=x.device), diagonal=1)
+    return torch.softmax(x.float().masked_fill(future, float("-inf")), dim=-1)
+
+
+EXERCISES += [
+    Exercise("log_softmax", SOFTMAX_NB, "log_softmax", _softmax_cases,
+             reference=lambda x: torch.log_softmax(x.float(), dim=-1), call=lambda fn, x: _quietly(fn, x)),
+    Exercise("causal_softmax", SOFTMAX_NB, "causal_softmax", _causal_cases, reference=_causal_reference,
+             call=lambda fn, x: _quietly(fn, x)),
+    Exercise("softmax_lanes", SOFTMAX_NB, "softmax_lanes", _softmax_cases,
+             reference=lambda x: torch.softmax(x.float(), dim=-1), call=lambda fn, x: _quietly(fn, x)),
+]
+

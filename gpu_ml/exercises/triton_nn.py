@@ -127,3 +127,77 @@ EXERCISES += [
              reference=lambda x: torch.softmax(x.float(), dim=-1), call=lambda fn, x: _quietly(fn, x)),
 ]
 
+
+# --- 03_linear_layer ----------------------------------------------------------------------------------------
+
+_LINEAR_SHAPES = ((1, 3, 5), (37, 100, 50), (33, 129, 65))  # (M, K, N): none a multiple of a tile
+
+
+def _silu_layer_cases() -> Cases:
+    """Shapes that are no multiple of any tile, fp16, and pre-activations from -1e4 to 1e4 (x = 1, W = the values,
+    b = 0), where SiLU's slope is 0 and 1 but y is as far from z as it gets."""
+    g = torch.Generator().manual_seed(0)
+    cases = {}
+    for dtype, shapes in ((torch.float32, _LINEAR_SHAPES), (torch.float16, ((37, 100, 50),))):
+        for m, k, n in shapes:
+            args = (torch.randn(m, k, generator=g), torch.randn(n, k, generator=g) / k**0.5,
+                    torch.randn(n, generator=g), torch.randn(m, n, generator=g))
+            cases[f"{m}x{k}->{n}, {str(dtype).removeprefix('torch.')}"] = tuple(t.to(dtype) for t in args)
+    extreme = torch.tensor([-1e4, -100, -20, -5, -1.5, -1, -1e-4, 0, 1e-4, 1, 5, 20, 100, 1e4])
+    cases["extreme z, -1e4 .. 1e4"] = (torch.ones(2, 1), extreme[:, None], torch.zeros(14), torch.ones(2, 14))
+    return _on_device(cases)
+
+
+def _silu_layer_reference(x, weight, bias, dy):
+    """y, dX, dW, db of silu(x @ W.T + b) by torch autograd, in the inputs' dtype (as the lesson's twin layers)."""
+    x, weight, bias = (t.detach().clone().requires_grad_() for t in (x, weight, bias))
+    y = F.silu(F.linear(x, weight, bias))
+    y.backward(dy)
+    return y.detach(), x.grad, weight.grad, bias.grad
+
+
+def _dx_cases() -> Cases:
+    """dX = (dY * act'(z)) @ W for relu and gelu_tanh: N (the reduction) and K not multiples of the 32-wide blocks,
+    one row, fp16, and a dY expanded from one value (strides (0, 0)), as autograd hands it for y.sum()."""
+    g = torch.Generator().manual_seed(0)
+    cases = {}
+    for activation in ("relu", "gelu_tanh"):
+        for dtype, shapes in ((torch.float32, _LINEAR_SHAPES), (torch.float16, ((37, 100, 50),))):
+            for m, k, n in shapes:
+                args = (torch.randn(m, n, generator=g), 3 * torch.randn(m, n, generator=g),
+                        torch.randn(n, k, generator=g) / n**0.5)
+                cases[f"{activation}, {m}x{k}->{n}, {str(dtype).removeprefix('torch.')}"] = (
+                    *(t.to(dtype) for t in args), activation)
+    z, w = 3 * torch.randn(33, 65, generator=g), torch.randn(65, 129, generator=g) / 65**0.5
+    cases["gelu_tanh, 33x129->65, dY expanded"] = (torch.ones(()).expand(33, 65), z, w, "gelu_tanh")
+    return _on_device(cases)
+
+
+def _dx_reference(dy, z, weight, activation):
+    """The unfused path: dZ by torch autograd, stored in the inputs' dtype, then dZ @ W."""
+    z = z.detach().clone().requires_grad_()
+    act = F.relu(z) if activation == "relu" else F.gelu(z, approximate="tanh")
+    (dz,) = torch.autograd.grad(act, z, dy)
+    return dz @ weight
+
+
+_MLPS = {"784-512-512-10, gelu gelu none, fp16, batch 128": (128, (784, 512, 512, 10), ("gelu_tanh", "gelu_tanh",
+                                                                                           "none"), 2),
+         "784-512-512-10, relu relu none, fp16, batch 128": (128, (784, 512, 512, 10), ("relu", "relu", "none"), 2),
+         "100-300-200-7, gelu relu gelu, fp32, batch 1": (1, (100, 300, 200, 7), ("gelu_tanh", "relu", "gelu_tanh"), 4),
+         "64-64, none, fp32, batch 32": (32, (64, 64), ("none",), 4)}
+
+
+def _saved_z_reference(batch, widths, activations, element_bytes):
+    total = sum(batch * n * element_bytes for n, a in zip(widths[1:], activations, strict=True) if a == "gelu_tanh")
+    return torch.tensor(float(total), dtype=torch.float64)
+
+
+EXERCISES += [
+    Exercise("silu_layer", LINEAR_NB, "silu_linear_grads", _silu_layer_cases, reference=_silu_layer_reference,
+             call=lambda fn, *args: _quietly(fn, *args)),
+    Exercise("dx_prologue", LINEAR_NB, "linear_dx_fused", _dx_cases, reference=_dx_reference,
+             call=lambda fn, *args: _quietly(fn, *args)),
+    Exercise("saved_z_bytes", LINEAR_NB, "saved_z_bytes", lambda: _MLPS, reference=_saved_z_reference,
+             call=lambda fn, *args: torch.tensor(float(fn(*args)), dtype=torch.float64), atol=0.0, rtol=0.0),
+]

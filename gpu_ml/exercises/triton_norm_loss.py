@@ -189,4 +189,11 @@ EXERCISES = [
              call=lambda fn, *args: fn(*args)),
     Exercise("layer_norm_nd", LAYERNORM_NB, "layer_norm_nd", _nd_cases, reference=_nd_reference,
              call=_norm_with_grads),
+    Exercise("ce_logsumexp", CROSS_ENTROPY_NB, "logsumexp_rows", _lse_cases,
+             reference=lambda x, block: torch.logsumexp(x.float(), dim=1),
+             call=lambda fn, *args: _quietly(fn, *args)),
+    Exercise("ce_label_smoothing", CROSS_ENTROPY_NB, "cross_entropy_smooth", _smoothing_cases,
+             reference=_smoothing_reference, call=lambda fn, *args: _quietly(fn, *args)),
+    Exercise("ce_reduction", CROSS_ENTROPY_NB, "cross_entropy_reduction", _reduction_cases,
+             reference=_reduction_reference, call=lambda fn, *args: _quietly(_loss_with_grad, fn, *args)),
 ]

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from gpu_ml.exercises import triton_basics
+from gpu_ml.exercises import fundamentals, transformer_math, triton_basics, triton_models, triton_nn, triton_norm_loss
 from gpu_ml.exercises.core import Exercise
 from gpu_ml.grading import Verdict, grade, marked_cells
 
 # One module per chapter, each with its list EXERCISES; a new chapter's module is added here.
-_CHAPTERS = (triton_basics,)
+_CHAPTERS = (fundamentals, triton_basics, triton_nn, triton_norm_loss, triton_models, transformer_math)
 EXERCISES: dict[str, Exercise] = {e.name: e for chapter in _CHAPTERS for e in chapter.EXERCISES}
 
 

@@ -1,0 +1,7 @@
+"""Exercises of 00-prerequisites/00_gpu_fundamentals."""
+
+from __future__ import annotations
+
+from gpu_ml.exercises.core import Exercise
+
+EXERCISES: list[Exercise] = []

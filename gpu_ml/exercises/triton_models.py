@@ -170,6 +170,9 @@ def _backward_attempt(fn: Callable, q, k, v, do, causal):
 
 
 EXERCISES = [
+    Exercise("adam", MNIST, "adam_step", _adam_cases, reference=_adam_reference, call=_adam_attempt),
+    Exercise("dw_accumulate", MNIST, "linear_grads_", _dw_cases, reference=_dw_reference, call=_dw_attempt,
+             atol=1e-4, rtol=1e-4),
     Exercise("sliding_window", FORWARD, "sliding_window_attention", _window_cases,
              reference=lambda q, k, v, w: _sdpa(q, k, v, allowed=_window_mask(q.shape[2], k.shape[2], w, q.device)),
              call=lambda fn, *args: fn(*args)),

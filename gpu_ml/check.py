@@ -52,7 +52,7 @@ def check(
     rel = (diff / e.abs().clamp_min(floor)).masked_fill((e.abs() <= floor) | (diff == 0), 0.0)
     max_abs = diff.max().item()
     max_rel = rel.max().item()
-    bad = diff > atol + rtol * e.abs()
+    bad = (diff > atol + rtol * e.abs()) | (torch.isinf(e) & (a != e))  # rtol * inf would let any value pass
     if bad.any():
         n_bad = int(bad.sum())
         worst = int(torch.argmax(diff.masked_fill(~bad, -1.0)))

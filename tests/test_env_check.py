@@ -71,6 +71,12 @@ def test_check_refuses_shape_mismatch_nan_and_non_tensors():
         check([1.0], torch.zeros(1))
 
 
+@pytest.mark.parametrize("got", [1e30, float("-inf"), float("nan")])
+def test_check_an_infinite_expected_value_needs_the_same_infinity(got):
+    with pytest.raises(AssertionError, match="1 of 2 elements differ"):
+        check(torch.tensor([got, 1.0]), torch.tensor([float("inf"), 1.0]), quiet=True)
+
+
 def test_expect_raises():
     assert expect_raises(lambda: int("x"), ValueError, "invalid literal") is None  # nothing for a cell to echo
     with pytest.raises(AssertionError, match="nothing was raised"):

@@ -500,7 +500,12 @@ def grade_cudaling(name: str, fn: Callable, *, quiet: bool = False) -> Verdict:
     a wrong or crashing attempt; without a CUDA GPU, or on one older than the exercise needs, it only says so."""
     if name not in SPECS:
         raise ValueError(f"no cudaling named {name!r}; there are: {', '.join(SPECS)}")
-    spec = SPECS[name]
+    return grade_spec(SPECS[name], fn, quiet=quiet)
+
+
+def grade_spec(spec: Cudaling, fn: Callable, *, quiet: bool = False) -> Verdict:
+    """grade_cudaling for any spec (the lessons' CUDA exercises use it too)."""
+    name = spec.name
     got = _signature(fn)
     if got is not None and got != spec.params:
         return _say(name, f"{name}: not solved yet: the host function takes ({', '.join(got)}), but the grader calls "
@@ -515,16 +520,16 @@ def grade_cudaling(name: str, fn: Callable, *, quiet: bool = False) -> Verdict:
     return run_cases(spec, fn, quiet=quiet)
 
 
-def notebook_cells(path: str | Path) -> dict[str, tuple[str, str]]:
-    """name -> (the `%%cuda ...` line, the body as the magic receives it) of each `// cudaling: NAME` cell of the
-    notebook at `path`, in order."""
+def notebook_cells(path: str | Path, marker: str = "cudaling") -> dict[str, tuple[str, str]]:
+    """name -> (the `%%cuda ...` line, the body as the magic receives it) of each `// cudaling: NAME` cell (or
+    `// <marker>: NAME`) of the notebook at `path`, in order."""
     cells = {}
     for cell in json.loads(Path(path).read_text())["cells"]:
         source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
         if cell["cell_type"] != "code" or not source.startswith("%%cuda"):
             continue
         line, _, body = source.partition("\n")
-        match = re.match(r"// cudaling: (\w+)\n", body)
+        match = re.match(rf"// {marker}: (\w+)\n", body)
         if match:
             cells[match.group(1)] = (line, body if body.endswith("\n") else body + "\n")
     return cells

@@ -2,8 +2,9 @@
 PyTorch's answer; `grade_exercise(name, fn)` grades it with `gpu_ml.grading.grade`.
 
 In a notebook an exercise is a stub cell whose first line is `# exercise: NAME` (the learner fills it in) and a
-grader cell calling `grade_exercise("NAME", fn)`; the solution is in solutions/ at the notebook's path. The
-tests grade every solution (it must pass) and every untouched stub (it must fail).
+grader cell calling `grade_exercise("NAME", fn)`; the solution is in solutions/ at the notebook's path. A CUDA
+exercise is a `%%cuda` cell whose next line is `// exercise: NAME`, graded like a cudaling (`CudaExercise`). The
+tests grade every solution (it must pass) and every untouched stub (it must fail; CUDA ones on a GPU).
 """
 
 from __future__ import annotations
@@ -11,20 +12,37 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from gpu_ml.exercises import fundamentals, transformer_math, triton_basics, triton_models, triton_nn, triton_norm_loss
-from gpu_ml.exercises.core import Exercise
+from gpu_ml.cudalings import grade_spec
+from gpu_ml.cudalings import notebook_cells as cuda_cells
+from gpu_ml.exercises import (
+    cuda_basics,
+    cuda_matrix,
+    cuda_nn,
+    fundamentals,
+    transformer_math,
+    triton_basics,
+    triton_models,
+    triton_nn,
+    triton_norm_loss,
+)
+from gpu_ml.exercises.core import CudaExercise, Exercise
 from gpu_ml.grading import Verdict, grade, marked_cells
 
 # One module per chapter, each with its list EXERCISES; a new chapter's module is added here.
-_CHAPTERS = (fundamentals, triton_basics, triton_nn, triton_norm_loss, triton_models, transformer_math)
+_CHAPTERS = (fundamentals, triton_basics, triton_nn, triton_norm_loss, triton_models, transformer_math, cuda_basics,
+             cuda_matrix, cuda_nn)
 EXERCISES: dict[str, Exercise] = {e.name: e for chapter in _CHAPTERS for e in chapter.EXERCISES}
+CUDA_EXERCISES: dict[str, CudaExercise] = {e.name: e for chapter in _CHAPTERS
+                                           for e in getattr(chapter, "CUDA_EXERCISES", ())}
 
 
 def grade_exercise(name: str, fn: Callable, *, quiet: bool = False) -> Verdict:
     """Grade the learner's `fn` for exercise `name` on every case: PASS, or "not solved yet" with the first case and
     element that differ (or what it raised); printed unless `quiet`, and returned, never raised."""
+    if name in CUDA_EXERCISES:  # without a GPU: "compiled; grading needs a CUDA GPU"
+        return grade_spec(CUDA_EXERCISES[name].spec, fn, quiet=quiet)
     if name not in EXERCISES:
-        raise KeyError(f"no exercise {name!r}; the exercises are {', '.join(EXERCISES)}")
+        raise KeyError(f"no exercise {name!r}; the exercises are {', '.join([*EXERCISES, *CUDA_EXERCISES])}")
     exercise = EXERCISES[name]
     return grade(name, lambda *args: exercise.call(fn, *args), exercise.reference, exercise.cases(),
                  atol=exercise.atol, rtol=exercise.rtol, quiet=quiet)
@@ -33,3 +51,10 @@ def grade_exercise(name: str, fn: Callable, *, quiet: bool = False) -> Verdict:
 def notebook_cells(path: str | Path) -> dict[str, str]:
     """name -> source of every code cell of the notebook at `path` whose first line is `# exercise: NAME`."""
     return marked_cells(path, "# exercise:")
+
+
+def notebook_cuda_cells(path: str | Path) -> dict[str, tuple[str, str]]:
+    """name -> (the `%%cuda ...` line, the body) of every `%%cuda` cell of the notebook at `path` whose second line
+    is `// exercise: NAME`."""
+    return cuda_cells(path, "exercise")
+

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
+from gpu_ml.cudalings import Cudaling
+
 Cases = dict[str, tuple]
 
 
@@ -33,3 +35,18 @@ def must_raise(fn: Callable, args: tuple, error: type[Exception], what: str) -> 
     except Exception as exc:
         raise AssertionError(f"{what}: raised {type(exc).__name__}, expected {error.__name__}") from exc
     raise AssertionError(f"{what}: did not raise {error.__name__}")
+
+
+@dataclass(frozen=True)
+class CudaExercise:
+    """A CUDA exercise of a lesson: a `%%cuda` stub cell whose second line is `// exercise: NAME` and whose
+    `extern "C"` host function NAME is graded like a cudaling (gpu_ml.cudalings: `spec` says how); the solution is
+    solutions/<the notebook's path without .ipynb>/NAME.cu."""
+
+    notebook: str  # relative to the project root
+    spec: Cudaling
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+

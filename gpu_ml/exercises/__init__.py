@@ -17,6 +17,7 @@ from gpu_ml.cudalings import notebook_cells as cuda_cells
 from gpu_ml.exercises import (
     cuda_basics,
     cuda_matrix,
+    cuda_models,
     cuda_nn,
     fundamentals,
     transformer_math,
@@ -30,7 +31,7 @@ from gpu_ml.grading import Verdict, grade, marked_cells
 
 # One module per chapter, each with its list EXERCISES; a new chapter's module is added here.
 _CHAPTERS = (fundamentals, triton_basics, triton_nn, triton_norm_loss, triton_models, transformer_math, cuda_basics,
-             cuda_matrix, cuda_nn)
+             cuda_matrix, cuda_nn, cuda_models)
 EXERCISES: dict[str, Exercise] = {e.name: e for chapter in _CHAPTERS for e in chapter.EXERCISES}
 CUDA_EXERCISES: dict[str, CudaExercise] = {e.name: e for chapter in _CHAPTERS
                                            for e in getattr(chapter, "CUDA_EXERCISES", ())}

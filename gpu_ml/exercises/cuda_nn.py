@@ -1,4 +1,4 @@
-"""Exercises of cuda/03-nn-components and cuda/04-mnist-classifier (CUDA ones graded like cudalings, on a GPU)."""
+"""Exercises of cuda/03-nn-components 01-02 (CUDA ones graded like cudalings, on a GPU)."""
 
 from __future__ import annotations
 

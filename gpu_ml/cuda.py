@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpu_ml.env import capability, has_gpu, nvcc_arch
+from gpu_ml.env import arch_number, capability, has_gpu, nvcc_arch
 
 if TYPE_CHECKING:
     import torch
@@ -210,11 +210,13 @@ def build(
     source: str,
     *,
     library: bool,
+    device_only: bool = False,
     arch: str | None = None,
     flags: list[str] | tuple[str, ...] = (),
     timeout: float = 300,
 ) -> Path:
-    """Compile `source` with nvcc into an executable or (library=True) a shared library.
+    """Compile `source` with nvcc into an executable, (library=True) a shared library, or (device_only=True) only
+    its device code, a cubin for `arch`: the check that a cell compiles for a GPU this machine does not have.
 
     `include_dirs()` are on the include path. Builds are cached by a hash of the source, mode, arch,
     flags, nvcc version and every file those folders offer (`include_digest`). Raises
@@ -222,13 +224,14 @@ def build(
     """
     compiler = nvcc()
     arch = arch or default_arch()
-    if library:
+    if library and not device_only:
         source = source + _ERROR_HOOK
     version = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout
     headers = include_digest()  # part of the key: a changed header or exported kernel rebuilds
-    key = hashlib.sha256("\0".join([source, str(library), arch, *flags, version, headers]).encode()).hexdigest()[:20]
+    mode = "cubin" if device_only else str(library)
+    key = hashlib.sha256("\0".join([source, mode, arch, *flags, version, headers]).encode()).hexdigest()[:20]
     folder = _cache_dir() / key
-    target = folder / ("libcell.so" if library else "cell")
+    target = folder / ("cell.cubin" if device_only else "libcell.so" if library else "cell")
     if target.exists():
         return target
     folder.mkdir(parents=True, exist_ok=True)
@@ -237,7 +240,9 @@ def build(
     cell.write_text(source)
     cmd = [compiler, "-O3", f"-arch={arch}", "-std=c++17", "-lineinfo", *(f"-I{d}" for d in include_dirs()),
            "-o", partial, cell.name]
-    if library:
+    if device_only:
+        cmd[1:1] = ["-cubin"]
+    elif library:
         cmd[1:1] = ["-shared", "-Xcompiler", "-fPIC"]
     cmd += list(flags)
     try:
@@ -384,13 +389,15 @@ def load_library(path: Path, source: str) -> dict[str, CudaFunction]:
 def _magic_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="%%cuda", add_help=False)
     parser.add_argument("--arch", help="nvcc -arch (default: this GPU's, e.g. sm_90a)")
+    parser.add_argument("--min-arch", help="the oldest arch the cell compiles for, e.g. sm_80 (cp.async, bf16 "
+                        "WMMA): on an older GPU it is built for this one, as a check, and cannot run there")
     parser.add_argument("--timeout", type=float, default=60, help="program run timeout in seconds")
     parser.add_argument("--args", default="", help="command-line arguments for the program")
     return parser
 
 
 def cuda_cell(line: str, cell: str, namespace: dict | None = None):
-    """Implementation of `%%cuda [--arch A] [--timeout S] [--args "..."] [nvcc flags...]`.
+    """Implementation of `%%cuda [--arch A | --min-arch A] [--timeout S] [--args "..."] [nvcc flags...]`.
 
     A cell whose first line is `//| export cuda/NAME.cuh` (see gpu_ml.export) may hold only device
     code and kernels: it is compiled as a check, and once it compiles, later cells of this process
@@ -398,10 +405,17 @@ def cuda_cell(line: str, cell: str, namespace: dict | None = None):
     gpu_ml/kernels). One cell per exported header: a second cell exporting the same file replaces it.
     """
     options, flags = _magic_parser().parse_known_args(shlex.split(line))
+    too_old = bool(options.min_arch) and arch_number(default_arch()) < arch_number(options.min_arch)
+    if too_old and options.arch is None:
+        options.arch = options.min_arch
+        if has_gpu():
+            print(f"built for {options.min_arch}, the oldest GPU its code compiles for: this GPU ({default_arch()}) "
+                  "cannot run it, and the cells that would are skipped")
     if _MAIN.search(cell):
         exe = build(cell, library=False, arch=options.arch, flags=flags)
-        if not has_gpu():
-            print(f"compiled {exe.name} for {options.arch or default_arch()}; not run: no CUDA GPU on this machine")
+        if not has_gpu() or too_old:
+            why = "no CUDA GPU on this machine" if not has_gpu() else f"this GPU is older than {options.min_arch}"
+            print(f"compiled {exe.name} for {options.arch or default_arch()}; not run: {why}")
             return None
         proc = run_program(exe, shlex.split(options.args), timeout=options.timeout)
         print(proc.stdout, end="")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import platform
+import re
 import sys
 from dataclasses import dataclass, field
 
@@ -48,6 +49,14 @@ def nvcc_arch(capability: tuple[int, int]) -> str:
     major, minor = capability
     suffix = "a" if major >= 9 else ""  # arch-specific features (wgmma, TMA) need the "a"
     return f"sm_{major}{minor}{suffix}"
+
+
+def arch_number(arch: str) -> int:
+    """75 for "sm_75", 90 for "sm_90a": compute capability as nvcc's arch names it, for comparisons."""
+    match = re.fullmatch(r"sm_(\d+)a?", arch)
+    if match is None:
+        raise ValueError(f"not an nvcc arch like sm_80 or sm_90a: {arch!r}")
+    return int(match.group(1))
 
 
 def has_gpu() -> bool:

@@ -4,27 +4,39 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 
-from gpu_ml.env import Env, detect, has_gpu, in_colab
+from gpu_ml.env import Env, arch_number, capability, detect, has_gpu, in_colab
 
 # Packages a notebook may need that Colab's image does not always have.
 _COLAB_PACKAGES = ("triton", "tqdm", "ipywidgets")
 
 # The first line of a cell that needs a CUDA GPU (the cell also carries the tag `gpu`, which the
 # test harness reads); in Jupyter, `gpu_cell` makes such a cell skip itself where there is no GPU.
+# `#| gpu sm_80` asks for compute capability 8.0 or newer: on an older GPU the cell skips itself too.
 GPU_MARKER = "#| gpu"
+GPU_LINE = re.compile(r"#\| gpu(?: (sm_\d+a?))?")
 SKIPPED = ("skipped: this cell needs a CUDA GPU (its first line says #| gpu) and this machine has none. "
            "The notebook goes on without it; on Colab, pick a GPU under Runtime > Change runtime type.")
 
 
 def gpu_cell(lines: list[str]) -> list[str]:
-    """IPython input transformer: a cell whose first line is `#| gpu` runs as written on a machine
-    with a CUDA GPU; elsewhere it is replaced by a line that prints why it was skipped."""
-    if not lines or lines[0].strip() != GPU_MARKER or has_gpu():
+    """IPython input transformer: a cell whose first line is `#| gpu` (or `#| gpu sm_80`) runs as written on a
+    machine with a CUDA GPU (of that compute capability or newer); elsewhere it is replaced by a line that prints
+    why it was skipped."""
+    marker = GPU_LINE.fullmatch(lines[0].strip()) if lines else None
+    if marker is None:
         return lines
-    return [f"print({SKIPPED!r})\n"]
+    if not has_gpu():
+        return [f"print({SKIPPED!r})\n"]
+    need, cap = marker.group(1), capability()
+    if need and cap is not None and 10 * cap[0] + cap[1] < arch_number(need):
+        why = (f"skipped: this cell needs a GPU of compute capability {arch_number(need) / 10:.1f} or newer (its "
+               f"first line says #| gpu {need}); this one has {cap[0]}.{cap[1]}. The notebook goes on without it.")
+        return [f"print({why!r})\n"]
+    return lines
 
 
 def _defined_jit_kernels() -> list[str]:

@@ -74,6 +74,48 @@ def test_builds_are_cached(tmp_path):
     assert cuda.build("int main() { return 0; }", library=False, flags=["-O2"]) != first
 
 
+CP_ASYNC = r"""
+__global__ void copy16(const float4* src, float4* dst) {
+    __shared__ float4 tile[32];
+    unsigned smem = (unsigned)__cvta_generic_to_shared(&tile[threadIdx.x]);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem), "l"(src + threadIdx.x));
+    asm volatile("cp.async.wait_all;\n" ::);
+    dst[threadIdx.x] = tile[threadIdx.x];
+}
+extern "C" int copy(const float* src, float* dst) {
+    copy16<<<1, 32>>>((const float4*)src, (float4*)dst);
+    return (int)cudaGetLastError();
+}
+"""
+
+
+def test_device_only_builds_a_cubin_per_arch_and_names_the_arch_that_fails():
+    cubin = cuda.build(CP_ASYNC, library=True, device_only=True, arch="sm_80")
+    assert cubin.name == "cell.cubin" and cubin.exists()
+    assert cuda.build(CP_ASYNC, library=True, device_only=True, arch="sm_90a") != cubin
+    with pytest.raises(cuda.CudaCompileError, match="sm_80"):  # ptxas: cp.async requires sm_80 or higher
+        cuda.build(CP_ASYNC, library=True, device_only=True, arch="sm_75")
+
+
+def test_arch_number():
+    assert cuda.arch_number("sm_75") == 75 and cuda.arch_number("sm_90a") == 90
+    with pytest.raises(ValueError, match="not an nvcc arch"):
+        cuda.arch_number("compute_80")
+
+
+def test_min_arch_builds_for_the_oldest_gpu_that_can_run_the_cell(monkeypatch, capsys):
+    ns = {}
+    monkeypatch.setattr(cuda, "default_arch", lambda: "sm_75")  # a T4, say
+    monkeypatch.setattr(cuda, "has_gpu", lambda: True)
+    cuda.cuda_cell("--min-arch sm_80", CP_ASYNC, ns)  # for sm_75 it would not compile
+    assert "built for sm_80" in capsys.readouterr().out and "copy" in ns
+    cuda.cuda_cell("--min-arch sm_80", "int main() { return 1; }")  # compiled, not run (it would fail if run)
+    assert "not run: this GPU is older than sm_80" in capsys.readouterr().out
+    monkeypatch.setattr(cuda, "default_arch", lambda: "sm_90a")
+    cuda.cuda_cell("--min-arch sm_80", CP_ASYNC, ns)  # new enough: built for this GPU, nothing said
+    assert "built for" not in capsys.readouterr().out
+
+
 def test_program_cell(capsys):
     cuda.cuda_cell("", '#include <cstdio>\nint main() { printf("hello from the host\\n"); return 0; }')
     out = capsys.readouterr().out

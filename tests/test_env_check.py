@@ -101,8 +101,14 @@ def test_gpu_cells_skip_themselves_without_a_gpu(monkeypatch):
     assert gpu_cell(cell) == [f"print({SKIPPED!r})\n"]
     assert gpu_cell(["x = 1\n"]) == ["x = 1\n"] and gpu_cell([]) == []
     assert gpu_cell(["# | gpu\n", "x\n"]) == ["# | gpu\n", "x\n"]  # only the exact marker
+    assert gpu_cell(["#| gpu sm_80\n", "x\n"]) == [f"print({SKIPPED!r})\n"]
     monkeypatch.setattr("gpu_ml.notebook.has_gpu", lambda: True)
     assert gpu_cell(cell) == cell  # with a GPU the marker is a comment and the cell runs as written
+    ampere = ["#| gpu sm_80\n", "x\n"]
+    monkeypatch.setattr("gpu_ml.notebook.capability", lambda: (7, 5))  # a T4: skipped, saying why
+    assert "needs a GPU of compute capability 8.0 or newer" in gpu_cell(ampere)[0] and "7.5" in gpu_cell(ampere)[0]
+    monkeypatch.setattr("gpu_ml.notebook.capability", lambda: (9, 0))
+    assert gpu_cell(ampere) == ampere
 
 
 def test_emulated_profiles_report_their_capability(monkeypatch):

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from gpu_ml import cli
+from gpu_ml.notebook import GPU_LINE
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -109,7 +110,7 @@ def test_every_gpu_cell_says_so_in_its_first_line():
             if cell.cell_type != "code":
                 continue
             tagged = "gpu" in cell.metadata.get("tags", [])
-            marked = cell.source.split("\n", 1)[0].strip() == "#| gpu"
+            marked = GPU_LINE.fullmatch(cell.source.split("\n", 1)[0].strip()) is not None  # or `#| gpu sm_80`
             if tagged != marked:
                 wrong.append(f"{path.relative_to(ROOT)} cell {i}: tag gpu {tagged}, first line #| gpu {marked}")
     assert not wrong, "\n".join(wrong)

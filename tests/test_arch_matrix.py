@@ -1,0 +1,78 @@
+"""The architecture matrix: every `%%cuda` cell of every notebook compiles for each GPU generation a learner may
+have (T4 sm_75, A100 sm_80, L4/RTX 4090 sm_89, H100/H200 sm_90a), or declares the oldest one it needs.
+
+A cell declares it on its magic line: `--arch sm_90a` (Hopper-only code: built for that arch alone) or
+`--min-arch sm_80` (built for sm_80 and newer; on an older GPU the notebook skips the cells that call it). Only
+device code is compiled (`nvcc -cubin`): what differs between architectures. On CPU too: nvcc needs no GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+from gpu_ml import cuda
+from gpu_ml.suite import TESTPATHS
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGETS = ("sm_75", "sm_80", "sm_89", "sm_90a")
+
+
+def cuda_cells() -> list[tuple[str, int, str, str]]:
+    """(notebook, cell index, magic line, body) of every `%%cuda` cell of the notebooks under TESTPATHS."""
+    found = []
+    for folder in TESTPATHS:
+        for path in sorted((ROOT / folder).rglob("*.ipynb")):
+            if ".ipynb_checkpoints" in path.parts:
+                continue
+            for index, cell in enumerate(json.loads(path.read_text())["cells"]):
+                source = "".join(cell["source"])
+                if cell["cell_type"] == "code" and source.startswith("%%cuda"):
+                    line, _, body = source.partition("\n")
+                    found.append((str(path.relative_to(ROOT)), index, line, body))
+    return found
+
+
+def targets(line: str) -> tuple[tuple[str, ...], list[str]]:
+    """The archs a cell with this magic line must compile for, and its extra nvcc flags."""
+    options, flags = cuda._magic_parser().parse_known_args(shlex.split(line.removeprefix("%%cuda")))
+    if options.arch:
+        return (options.arch,), flags
+    oldest = cuda.arch_number(options.min_arch or TARGETS[0])
+    return tuple(t for t in TARGETS if cuda.arch_number(t) >= oldest), flags
+
+
+CELLS = cuda_cells()
+CASES = [(nb, i, body, arch, flags) for nb, i, line, body in CELLS for arch in targets(line)[0]
+         for flags in [targets(line)[1]]]
+
+
+def test_the_matrix_covers_every_cuda_cell():
+    assert len(CELLS) > 50  # the CUDA track's cells, the cudalings' stubs
+    assert targets("%%cuda") == (TARGETS, [])
+    assert targets("%%cuda --min-arch sm_80 -lineinfo") == (("sm_80", "sm_89", "sm_90a"), ["-lineinfo"])
+    assert targets('%%cuda --arch sm_90a --timeout 9 --args "1 2"') == (("sm_90a",), [])
+
+
+def _have_nvcc() -> bool:
+    try:
+        cuda.nvcc()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _have_nvcc(), reason="nvcc not found: CUDA cells cannot compile")
+@pytest.mark.parametrize(("notebook", "index", "body", "arch", "flags"), CASES,
+                         ids=[f"{nb} cell {i} {arch}" for nb, i, _, arch, _ in CASES])
+def test_cell_compiles_for_the_arch(notebook, index, body, arch, flags):
+    try:
+        cuda.build(body, library=True, device_only=True, arch=arch, flags=flags)
+        return
+    except cuda.CudaCompileError as exc:
+        error = next((ln for ln in str(exc).splitlines() if "error" in ln.lower()), str(exc).splitlines()[0])
+    pytest.fail(f"{notebook}, cell {index}: does not compile for {arch}: {error.strip()}\n(declare the oldest arch "
+                f"it needs with `%%cuda --min-arch ...`, and mark the cells that run it `#| gpu sm_XX`)", pytrace=False)

@@ -1,5 +1,6 @@
-"""The architecture matrix: every `%%cuda` cell of every notebook compiles for each GPU generation a learner may
-have (T4 sm_75, A100 sm_80, L4/RTX 4090 sm_89, H100/H200 sm_90a), or declares the oldest one it needs.
+"""The architecture matrix: every `%%cuda` cell of every notebook, and every Triton kernel of gpu_ml.kernels,
+compiles for each GPU generation a learner may have (T4 sm_75, A100 sm_80, L4/RTX 4090 sm_89, H100/H200 sm_90a),
+or declares the oldest one it needs.
 
 A cell declares it on its magic line: `--arch sm_90a` (Hopper-only code: built for that arch alone) or
 `--min-arch sm_80` (built for sm_80 and newer; on an older GPU the notebook skips the cells that call it). Only
@@ -9,7 +10,10 @@ device code is compiled (`nvcc -cubin`): what differs between architectures. On 
 from __future__ import annotations
 
 import json
+import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -76,3 +80,44 @@ def test_cell_compiles_for_the_arch(notebook, index, body, arch, flags):
         error = next((ln for ln in str(exc).splitlines() if "error" in ln.lower()), str(exc).splitlines()[0])
     pytest.fail(f"{notebook}, cell {index}: does not compile for {arch}: {error.strip()}\n(declare the oldest arch "
                 f"it needs with `%%cuda --min-arch ...`, and mark the cells that run it `#| gpu sm_XX`)", pytrace=False)
+
+
+# ----------------------------------------------------------------------------- Triton kernels
+
+# Kernels no CPU test launches, and why they need no place in the matrix.
+GATED = {"matmul_tma_kernel": "TMA tensor descriptors: launched only where matmul.tma_ok() (sm_90+)",
+         "matmul_persistent_kernel": "TMA tensor descriptors: launched only where matmul.tma_ok() (sm_90+)"}
+HELPER = Path(__file__).with_name("triton_specializations.py")
+
+
+def triton_kernels() -> set[str]:
+    """Every `@triton.jit def NAME_kernel` of gpu_ml/kernels/triton (the others are device functions they call)."""
+    return {name for path in (ROOT / "gpu_ml" / "kernels" / "triton").glob("*.py")
+            for name in re.findall(r"@triton\.jit[^\n]*\ndef (\w+_kernel)\(", path.read_text())}
+
+
+def test_every_triton_kernel_compiles_for_every_arch(tmp_path):
+    """The launches of tests/test_kernels.py in the interpreter, compiled ahead of time for each target."""
+    launches = tmp_path / "launches.json"
+    recorded = subprocess.run([sys.executable, str(HELPER), "record", str(launches)], capture_output=True,
+                              text=True, timeout=1800, cwd=ROOT)
+    assert recorded.returncode == 0, recorded.stdout[-3000:] + recorded.stderr[-3000:]
+    seen = {entry["name"] for entry in json.loads(launches.read_text())}
+    assert triton_kernels() - seen == set(GATED), "kernels neither launched on CPU nor gated: " + ", ".join(
+        sorted(triton_kernels() - seen - set(GATED)))
+    compiled = subprocess.run([sys.executable, str(HELPER), "compile", str(launches), *TARGETS], capture_output=True,
+                              text=True, timeout=1800, cwd=ROOT)
+    assert compiled.returncode == 0, compiled.stderr[-3000:]
+    failures = json.loads(compiled.stdout.strip().splitlines()[-1])
+    assert not failures, "\n".join(f"{f['kernel']} for {f['arch']} ({f['constexprs']}): {f['error']}" for f in failures)
+
+
+def test_a_specialization_that_does_not_compile_is_reported(tmp_path):
+    launches = tmp_path / "launches.json"
+    launches.write_text(json.dumps([{"module": "gpu_ml.kernels.triton.softmax", "name": "softmax_fused_kernel",
+                                     "signature": {"nope": "i32"}, "constexprs": {}, "options": {}}]))
+    compiled = subprocess.run([sys.executable, str(HELPER), "compile", str(launches), "sm_80"], capture_output=True,
+                              text=True, timeout=600, cwd=ROOT)
+    (failure,) = json.loads(compiled.stdout.strip().splitlines()[-1])
+    assert failure["kernel"] == "gpu_ml.kernels.triton.softmax.softmax_fused_kernel" and failure["arch"] == "sm_80"
+

@@ -115,6 +115,23 @@ def capability() -> tuple[int, int] | None:
     return torch.cuda.get_device_capability()
 
 
+def free_memory() -> int | None:
+    """Bytes this process may still allocate on the GPU: the device's free memory plus what torch's caching
+    allocator holds unused; under GPU_ML_EMULATE at most the profile's memory less what torch has allocated.
+    None without a GPU."""
+    if not has_gpu():
+        return None
+    import torch
+
+    free, _ = torch.cuda.mem_get_info()
+    allocated = torch.cuda.memory_allocated()
+    available = free + torch.cuda.memory_reserved() - allocated
+    profile = emulated()
+    if profile is not None:
+        available = min(available, int(profile[2] * 2**30) - allocated)
+    return max(0, available)
+
+
 def detect() -> Env:
     """The GPU torch sees (name, capability, SMs) or CPU mode, with versions.
 

@@ -8,7 +8,7 @@ import re
 import subprocess
 import sys
 
-from gpu_ml.env import Env, arch_number, capability, detect, has_gpu, in_colab
+from gpu_ml.env import Env, arch_number, capability, detect, free_memory, has_gpu, in_colab
 
 # Packages a notebook may need that Colab's image does not always have.
 _COLAB_PACKAGES = ("triton", "tqdm", "ipywidgets")
@@ -101,3 +101,11 @@ def setup(*, quiet: bool = False) -> Env:
 def pick(*, gpu, cpu):
     """Choose a problem size (or any value): `gpu` when a CUDA GPU is present, else `cpu`."""
     return gpu if has_gpu() else cpu
+
+
+def fits(nbytes: float, *, share: float = 0.9) -> bool:
+    """True when `nbytes` more fit in `share` of the GPU memory this process may still allocate (`free_memory()`):
+    how a benchmark leaves out the sizes a smaller GPU (a 15 GB T4, an 8 GB laptop) cannot hold. False without a GPU."""
+    available = free_memory()
+    return available is not None and nbytes <= share * available
+

@@ -153,3 +153,20 @@ def test_check_relative_error_ignores_expected_values_near_zero(capsys):
           name="near zero")
     out = capsys.readouterr().out
     assert "max abs err 2e-06, max rel err 1e-06" in out  # 2e-6 / 2.0; not 1e-7 / 1e-30 = 1e+23
+
+
+def test_fits_compares_with_the_memory_this_process_may_still_allocate(monkeypatch):
+    from gpu_ml import env, notebook
+
+    monkeypatch.setattr(notebook, "free_memory", lambda: 10 * 2**30)
+    assert notebook.fits(9 * 2**30) and not notebook.fits(9.5 * 2**30) and notebook.fits(9.5 * 2**30, share=1.0)
+    monkeypatch.setattr(notebook, "free_memory", lambda: None)  # no GPU: nothing fits
+    assert not notebook.fits(1)
+    monkeypatch.setattr(env, "has_gpu", lambda: True)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (100 * 2**30, 141 * 2**30))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda: 6 * 2**30)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda: 2 * 2**30)
+    assert env.free_memory() == 104 * 2**30  # free, plus what torch's cache holds unused
+    monkeypatch.setenv("GPU_ML_EMULATE", "t4")
+    assert env.free_memory() == 13 * 2**30  # the profile's 15 GB less what torch has allocated
+

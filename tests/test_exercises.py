@@ -131,3 +131,16 @@ def test_cuda_grader_passes_the_standin_and_fails_a_launch_of_nothing(name):
     assert run_cases(spec, getattr(module, name), device="cpu", quiet=True)
     assert not run_cases(spec, lambda *args: 0, device="cpu", quiet=True)
 
+
+
+def test_two_exercises_of_one_name_are_refused(monkeypatch):
+    import importlib
+
+    import gpu_ml.exercises
+    from gpu_ml.exercises import triton_basics
+
+    monkeypatch.setattr(triton_basics, "EXERCISES", [*triton_basics.EXERCISES, triton_basics.EXERCISES[0]])
+    with pytest.raises(ValueError, match="exercise names must be unique: \\['axpy'\\]"):
+        importlib.reload(gpu_ml.exercises)
+    monkeypatch.undo()
+    importlib.reload(gpu_ml.exercises)

@@ -35,6 +35,9 @@ _CHAPTERS = (fundamentals, triton_basics, triton_nn, triton_norm_loss, triton_mo
 EXERCISES: dict[str, Exercise] = {e.name: e for chapter in _CHAPTERS for e in chapter.EXERCISES}
 CUDA_EXERCISES: dict[str, CudaExercise] = {e.name: e for chapter in _CHAPTERS
                                            for e in getattr(chapter, "CUDA_EXERCISES", ())}
+_NAMES = [e.name for chapter in _CHAPTERS for e in [*chapter.EXERCISES, *getattr(chapter, "CUDA_EXERCISES", ())]]
+if len(_NAMES) != len(set(_NAMES)):  # a second exercise of the same name would silently replace the first
+    raise ValueError(f"exercise names must be unique: {sorted({n for n in _NAMES if _NAMES.count(n) > 1})}")
 
 
 def grade_exercise(name: str, fn: Callable, *, quiet: bool = False) -> Verdict:

@@ -10,6 +10,7 @@ from gpu_ml.cudalings import Cases, Cudaling, _buffer, _call, _inside, _randn, _
 from gpu_ml.exercises.core import CudaExercise, Exercise
 
 HELLO = "cuda/01-basics/01_hello_cuda.ipynb"
+MEMORY = "cuda/01-basics/02_memory_management.ipynb"
 
 # ----------------------------------------------------------------------------- 01_hello_cuda
 
@@ -54,10 +55,64 @@ def _index_3d_ref(depth: int, rows: int, cols: int, device: str):
     return tuple(t.contiguous() for t in torch.meshgrid(*axes, indexing="ij"))
 
 
+# ----------------------------------------------------------------------------- 02_memory_management
+
+
+def _table_lookup_cases(device: str) -> Cases:
+    """(idx, table_size): the host builds table[k] = 1 + k / 4 and the kernel gathers table[idx[i]]. Random indices
+    reach the last three quarters of the table, which a copy of table_size bytes (not floats) leaves unwritten."""
+    g = _rng()
+
+    def ints(n: int, size: int) -> torch.Tensor:
+        return torch.randint(0, size, (n,), generator=g, dtype=torch.int32).to(device)
+
+    return {"n=1, a table of 1": (ints(1, 1), 1), "n=1000, a table of 10": (ints(1000, 10), 10),
+            "n=3000, every entry once, backwards": (torch.arange(2999, -1, -1, dtype=torch.int32).to(device), 3000),
+            "n=5000, a table of 100000": (ints(5000, 100_000), 100_000),
+            "n=100003, a table of 4099": (ints(100_003, 4099), 4099)}
+
+
+def _table_lookup_run(fn: Callable, idx: torch.Tensor, table_size: int):
+    out = _buffer(idx.numel(), idx.device.type)
+    _call(fn, idx, out, idx.numel(), table_size)
+    return _inside(out, idx.numel())
+
+
+def _staged_upload_cases(device: str) -> Cases:
+    """(n, chunk): a last chunk shorter than the others, chunks that divide n, a chunk of one float, a chunk larger
+    than n, one element."""
+    return {f"n={n}, chunks of {c}": (n, c, device)
+            for n, c in [(1, 1024), (1000, 256), (1024, 256), (5, 1), (3000, 10_000), (100_003, 4096)]}
+
+
+def _staged_upload_run(fn: Callable, n: int, chunk: int, device: str):
+    dst = _buffer(n, device)
+    _call(fn, dst, n, chunk)
+    return _inside(dst, n, "dst")
+
+
+def _managed_scale_cases(device: str) -> Cases:
+    return {f"n={n}": (n, device) for n in (1, 1000, 4097, 100_003)}
+
+
+def _managed_scale_run(fn: Callable, n: int, device: str):
+    out = _buffer(n, device)
+    _call(fn, out, n, -0.75)
+    return _inside(out, n)
+
+
 EXERCISES: list[Exercise] = []
 CUDA_EXERCISES: list[CudaExercise] = [
     CudaExercise(HELLO, Cudaling("saxpy", ("float", "float*", "float*", "long long", "int", "int"), _saxpy_cases,
                                  _saxpy_run, lambda x, y, blocks, threads: 2.5 * x.double() + y.double())),
     CudaExercise(HELLO, Cudaling("index_3d", ("int*", "int*", "int*", "int", "int", "int"), _index_3d_cases,
                                  _index_3d_run, _index_3d_ref)),
+    CudaExercise(MEMORY, Cudaling("table_lookup", ("int*", "float*", "int", "int"), _table_lookup_cases,
+                                  _table_lookup_run, lambda idx, size: 1 + 0.25 * idx.double())),
+    CudaExercise(MEMORY, Cudaling("staged_upload", ("float*", "int", "int"), _staged_upload_cases,
+                                  _staged_upload_run,
+                                  lambda n, chunk, device: 0.5 * torch.arange(n, dtype=torch.float64, device=device))),
+    CudaExercise(MEMORY, Cudaling("managed_scale", ("float*", "int", "float"), _managed_scale_cases,
+                                  _managed_scale_run,
+                                  lambda n, device: 1 - 0.75 * torch.arange(n, dtype=torch.float64, device=device))),
 ]

@@ -261,4 +261,9 @@ CUDA_EXERCISES: list[CudaExercise] = [
                                        _silu_bwd_cases, _silu_bwd_run, _silu_bwd_ref, atol=1e-4, rtol=1e-4)),
     CudaExercise(ACTIVATIONS, Cudaling("cross_entropy_rows", ("float*", "long long*", "float*", "float*", "int", "int"),
                                        _ce_cases, _ce_run, _ce_ref, atol=1e-5, rtol=1e-4)),
+    CudaExercise(EXTENSION, Cudaling("softmax_backward", ("float*", "float*", "float*", "int", "int"),
+                                     _softmax_bwd_cases, _softmax_bwd_run, _softmax_bwd_ref, atol=1e-6, rtol=1e-4)),
+    CudaExercise(EXTENSION, Cudaling("gelu_double_backward", ("float*", "float*", "float*", "float*", "float*",
+                                                              "float*", "int", "int"),
+                                     _gelu2_cases, _gelu2_run, _gelu2_ref, atol=1e-5, rtol=1e-4)),
 ]

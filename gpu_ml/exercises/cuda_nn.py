@@ -139,6 +139,28 @@ def _softmax_backward_ref(y: torch.Tensor, dy: torch.Tensor):
     return y * (dy - (y * dy).sum(1, keepdim=True))
 
 
+# ----------------------------------------------------------------------------- 3.2: softmax_grouped
+
+
+def _grouped_cases(device: str) -> Cases:
+    g = _rng()
+    masked = 3 * torch.randn(9, 8, generator=g)
+    masked[0, ::2] = -torch.inf  # masked positions
+    masked[1, :] = -torch.inf  # a fully masked row: NaN, as torch.softmax gives
+    masked[2, 1:] = -torch.inf  # one finite entry: probability 1
+    big = (torch.randint(0, 2, (6, 32), generator=g) * 2e4 - 1e4).float()  # logits of +-1e4
+    cases = {f"{r} x {c}": (3 * torch.randn(r, c, generator=g),) for r, c in [(1, 1), (3, 5), (17, 32), (100, 17)]}
+    cases |= {"9 x 8, with -inf": (masked,), "6 x 32, logits +-1e4": (big,)}
+    return {name: (x.to(device),) for name, (x,) in cases.items()}
+
+
+def _grouped_run(fn: Callable, x: torch.Tensor):
+    rows, cols = x.shape
+    y = _buffer(x.numel(), x.device.type)
+    _call(fn, x, y, rows, cols)
+    return _inside(y, x.numel(), "y").view(rows, cols)
+
+
 # ----------------------------------------------------------------------------- 3.2: layer_norm_welford
 
 EPS = 1e-5
@@ -179,4 +201,12 @@ CUDA_EXERCISES: list[CudaExercise] = [
                                       atol=1e-4, rtol=1e-5)),
     CudaExercise(REDUCTIONS, Cudaling("grid_max", ("float*", "float*", "float*", "int"), _max_cases, _max_run,
                                       lambda x: x.max().reshape(1), atol=0.0, rtol=0.0)),
+    CudaExercise(SOFTMAX_LN, Cudaling("softmax_backward_block", ("float*", "float*", "float*", "int", "int"),
+                                      _softmax_backward_cases, _softmax_backward_run, _softmax_backward_ref,
+                                      atol=1e-6, rtol=1e-4)),
+    CudaExercise(SOFTMAX_LN, Cudaling("layer_norm_welford", ("float*", "float*", "float*", "float*", "int", "int",
+                                                             "float"),
+                                      _layer_norm_cases, _layer_norm_run, _layer_norm_ref, atol=1e-3, rtol=1e-3)),
+    CudaExercise(SOFTMAX_LN, Cudaling("softmax_grouped", ("float*", "float*", "int", "int"), _grouped_cases,
+                                      _grouped_run, lambda x: torch.softmax(x.double(), dim=1), atol=1e-6, rtol=1e-5)),
 ]

@@ -11,6 +11,7 @@ from gpu_ml.exercises.core import CudaExercise, Exercise
 
 HELLO = "cuda/01-basics/01_hello_cuda.ipynb"
 MEMORY = "cuda/01-basics/02_memory_management.ipynb"
+COALESCING = "cuda/01-basics/03_coalescing_and_occupancy.ipynb"
 
 # ----------------------------------------------------------------------------- 01_hello_cuda
 
@@ -101,7 +102,78 @@ def _managed_scale_run(fn: Callable, n: int, device: str):
     return _inside(out, n)
 
 
-EXERCISES: list[Exercise] = []
+# ----------------------------------------------------------------------------- 03_coalescing_and_occupancy
+
+
+def _warp_sectors_cases() -> Cases:
+    """(index, elem_bytes): rows of 32 element indices, one warp's load each. Coalesced floats (4 sectors), strides
+    of 2, 8 and 32 floats, a start one float past a sector boundary (5 sectors, not 4), one address for all (1),
+    fp16 and float4 elements (2 and 16 sectors for 32 consecutive elements), a shuffle inside 128 bytes (still 4),
+    and random gathers."""
+    g = torch.Generator().manual_seed(0)
+    t = torch.arange(32)
+    floats = torch.stack([t, 2 * t, 8 * t, 32 * t, t + 1, torch.zeros(32, dtype=torch.int64), t.flip(0),
+                          torch.randperm(32, generator=g), 3 * t + 5])
+    cases = {"float32: coalesced, strides 2, 8, 32, offset by 1, one address, reversed, shuffled, stride 3 + 5":
+             (floats, 4),
+             "float16: coalesced, stride 2, offset by 15": (torch.stack([t, 2 * t, t + 15]), 2),
+             "float4 (16 bytes): coalesced, stride 2": (torch.stack([t, 2 * t]), 16),
+             "int8: coalesced, stride 32, stride 33": (torch.stack([t, 32 * t, 33 * t]), 1),
+             "float32, 100 warps of random gathers from 4096 floats": (torch.randint(0, 4096, (100, 32), generator=g),
+                                                                       4)}
+    return cases  # on the CPU, also on a GPU machine: this is arithmetic on addresses
+
+
+def _warp_sectors_ref(index: torch.Tensor, elem_bytes: int) -> torch.Tensor:
+    sectors = (index.long() * elem_bytes // 32).sort(dim=1).values
+    return 1 + (sectors[:, 1:] != sectors[:, :-1]).sum(1)
+
+
+def _warp_sectors_call(fn: Callable, index: torch.Tensor, elem_bytes: int) -> torch.Tensor:
+    got = torch.as_tensor(fn(index.clone(), elem_bytes))
+    if got.shape != (index.shape[0],):
+        raise ValueError(f"returned shape {tuple(got.shape)}, expected ({index.shape[0]},): one count per warp (row)")
+    return got.to(device=index.device, dtype=torch.int64)
+
+
+def _transpose_batched_cases(device: str) -> Cases:
+    g = _rng()
+    return {f"{b} x {r} x {c}": (_randn(g, b, r, c, device=device),)
+            for b, r, c in [(1, 1, 1), (2, 1, 100), (3, 100, 1), (2, 31, 33), (5, 33, 65), (4, 100, 257)]}
+
+
+def _transpose_batched_run(fn: Callable, x: torch.Tensor):
+    batch, rows, cols = x.shape
+    out = _buffer(x.numel(), x.device.type)
+    _call(fn, x, out, batch, rows, cols)
+    return _inside(out, x.numel()).view(batch, cols, rows)
+
+
+def _copy_occupancy_cases(device: str) -> Cases:
+    """Up to 2^22 + 3 floats: more than the one-wave grid of any GPU covers with one thread per element."""
+    g = _rng()
+    return {f"n={n}": (_randn(g, n, device=device),) for n in (1, 1000, 100_003, 2**22 + 3)}
+
+
+def _copy_occupancy_run(fn: Callable, x: torch.Tensor):
+    n = x.numel()
+    out, config = _buffer(n, x.device.type), _buffer(2, x.device.type, torch.int32)
+    _call(fn, x, out, n, config)
+    block, grid = _inside(config, 2, "config").tolist()
+    if not (32 <= block <= 1024 and block % 32 == 0):
+        raise AssertionError(f"config[0] is {block}: write the block size that cudaOccupancyMaxPotentialBlockSize "
+                             "suggested (a multiple of 32, at most 1024)")
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 1
+    if grid < 1 or grid % sms:
+        raise AssertionError(f"config[1] is {grid}: write the minimum grid that cudaOccupancyMaxPotentialBlockSize "
+                             f"returned (a whole number of blocks on each of the {sms} SMs)")
+    return _inside(out, n)
+
+
+EXERCISES: list[Exercise] = [
+    Exercise("warp_sectors", COALESCING, "warp_sectors", _warp_sectors_cases, reference=_warp_sectors_ref,
+             call=_warp_sectors_call),
+]
 CUDA_EXERCISES: list[CudaExercise] = [
     CudaExercise(HELLO, Cudaling("saxpy", ("float", "float*", "float*", "long long", "int", "int"), _saxpy_cases,
                                  _saxpy_run, lambda x, y, blocks, threads: 2.5 * x.double() + y.double())),
@@ -115,4 +187,8 @@ CUDA_EXERCISES: list[CudaExercise] = [
     CudaExercise(MEMORY, Cudaling("managed_scale", ("float*", "int", "float"), _managed_scale_cases,
                                   _managed_scale_run,
                                   lambda n, device: 1 - 0.75 * torch.arange(n, dtype=torch.float64, device=device))),
+    CudaExercise(COALESCING, Cudaling("transpose_batched", ("float*", "float*", "int", "int", "int"),
+                                      _transpose_batched_cases, _transpose_batched_run, lambda x: x.transpose(1, 2))),
+    CudaExercise(COALESCING, Cudaling("copy_occupancy", ("float*", "float*", "int", "int*"), _copy_occupancy_cases,
+                                      _copy_occupancy_run, lambda x: x)),
 ]

@@ -210,7 +210,8 @@ def _adam_cases(device: str) -> Cases:
             m, v = torch.zeros(n, device=device), torch.zeros(n, device=device)
         else:
             m, v = 0.1 * _randn(g, n, device=device), 0.01 * _randn(g, n, device=device).abs()
-        grad.view(-1)[::13] = 0.0  # where m and v are 0 at step 1, the update is 0 / (0 + eps) = 0
+        grad.view(-1)[1::13] = 0.0  # where m and v are 0 at step 1, the update is 0 / (0 + eps) = 0
+        grad.view(-1)[5::17] *= 1e-5  # gradients near 1e-5: eps outside or inside the square root differ
         cases[f"n={n}, step {step}"] = (p, grad, m, v, 1e-3 if step > 1 else 0.05, step)
     return cases
 
@@ -234,20 +235,26 @@ def _adam_ref(p: torch.Tensor, grad: torch.Tensor, m: torch.Tensor, v: torch.Ten
 
 def _accumulate_cases(device: str) -> Cases:
     g = _rng()
-    return {f"batch {b}, {i} -> {o}": (_randn(g, b, i, device=device), _randn(g, b, o, device=device),
-                                      _randn(g, i, o, device=device), _randn(g, o, device=device))
+
+    def case(b: int, i: int, o: int):  # x, dy, y = ReLU's output (about half exactly 0), dw and db so far
+        return (_randn(g, b, i, device=device), _randn(g, b, o, device=device),
+                _randn(g, b, o, device=device).relu(), _randn(g, i, o, device=device), _randn(g, o, device=device))
+
+    return {f"batch {b}, {i} -> {o}": case(b, i, o)
             for b, i, o in [(1, 1, 1), (37, 33, 10), (5, 1, 100), (64, 784, 10), (3, 300, 257)]}
 
 
-def _accumulate_run(fn: Callable, x: torch.Tensor, dz: torch.Tensor, dw: torch.Tensor, db: torch.Tensor):
-    (batch, n_in), n_out = x.shape, dz.shape[1]
-    dwb, dbb = _filled(dw), _filled(db)  # the gradients accumulated so far
-    _call(fn, x, dz, dwb, dbb, batch, n_in, n_out)
+def _accumulate_run(fn: Callable, x: torch.Tensor, dy: torch.Tensor, y: torch.Tensor, dw: torch.Tensor,
+                    db: torch.Tensor):
+    (batch, n_in), n_out = x.shape, dy.shape[1]
+    dwb, dbb = _filled(dw), _filled(db)  # the gradients accumulated so far, added to in place
+    _call(fn, x, dy, y, dwb, dbb, batch, n_in, n_out)
     return _inside(dwb, dw.numel(), "dw").view(n_in, n_out), _inside(dbb, n_out, "db")
 
 
-def _accumulate_ref(x: torch.Tensor, dz: torch.Tensor, dw: torch.Tensor, db: torch.Tensor):
-    return dw.double() + x.double().t() @ dz.double(), db.double() + dz.double().sum(0)
+def _accumulate_ref(x: torch.Tensor, dy: torch.Tensor, y: torch.Tensor, dw: torch.Tensor, db: torch.Tensor):
+    dz = dy.double() * (y > 0)  # ReLU's gradient: 0 where its output is 0
+    return dw.double() + x.double().t() @ dz, db.double() + dz.sum(0)
 
 
 # ----------------------------------------------------------------------------- the exercises
@@ -266,4 +273,10 @@ CUDA_EXERCISES: list[CudaExercise] = [
     CudaExercise(EXTENSION, Cudaling("gelu_double_backward", ("float*", "float*", "float*", "float*", "float*",
                                                               "float*", "int", "int"),
                                      _gelu2_cases, _gelu2_run, _gelu2_ref, atol=1e-5, rtol=1e-4)),
+    CudaExercise(MNIST, Cudaling("adam_step", ("float*", "float*", "float*", "float*", "float", "float", "float",
+                                               "float", "float", "float", "long long"),
+                                 _adam_cases, _adam_run, _adam_ref, atol=1e-6, rtol=1e-4)),
+    CudaExercise(MNIST, Cudaling("linear_grads_accumulate", ("float*", "float*", "float*", "float*", "float*", "int",
+                                                             "int", "int"),
+                                 _accumulate_cases, _accumulate_run, _accumulate_ref, atol=1e-4, rtol=1e-4)),
 ]

@@ -196,6 +196,30 @@ def _gelu2_ref(ddx: torch.Tensor, dy: torch.Tensor, x: torch.Tensor, b: torch.Te
     return d_dy, d_x
 
 
+def _gelu_bf16_cases(device: str) -> Cases:
+    g = _rng()
+
+    def case(r: int, c: int, big: float | None = None):  # x in [-6, 2): GELU's curved part, where rounding shows
+        x = 8 * torch.rand(r, c, generator=g) - 6
+        if big is not None:
+            x = _extremes(x, big)
+        return x.to(device, torch.bfloat16), _randn(g, c, device=device, dtype=torch.bfloat16)
+
+    return {"1 x 1": case(1, 1), "5 x 3": case(5, 3), "37 x 300": case(37, 300), "64 x 1000": case(64, 1000),
+            "20 x 33, x of +-100 and +-1e4": case(20, 33, 1e4)}
+
+
+def _gelu_bf16_run(fn: Callable, x: torch.Tensor, b: torch.Tensor):
+    rows, cols = x.shape
+    y = _buffer(x.numel(), x.device.type, torch.bfloat16)
+    _call(fn, x, b, y, rows, cols)
+    return _inside(y, x.numel(), "y").view(rows, cols)
+
+
+def _gelu_bf16_ref(x: torch.Tensor, b: torch.Tensor):
+    return F.gelu(x.double() + b.double())  # rounded once, to bf16, by the grader
+
+
 # ----------------------------------------------------------------------------- 04-mnist: Adam, accumulation
 
 BETA1, BETA2, EPS = 0.9, 0.999, 1e-8
@@ -273,6 +297,10 @@ CUDA_EXERCISES: list[CudaExercise] = [
     CudaExercise(EXTENSION, Cudaling("gelu_double_backward", ("float*", "float*", "float*", "float*", "float*",
                                                               "float*", "int", "int"),
                                      _gelu2_cases, _gelu2_run, _gelu2_ref, atol=1e-5, rtol=1e-4)),
+    # rtol 2^-7: one bf16 rounding step (an fp32 result next to a rounding boundary may round the other way)
+    CudaExercise(EXTENSION, Cudaling("bias_gelu_bf16", ("__nv_bfloat16*", "__nv_bfloat16*", "__nv_bfloat16*", "int",
+                                                        "int"),
+                                     _gelu_bf16_cases, _gelu_bf16_run, _gelu_bf16_ref, atol=1e-6, rtol=2**-7)),
     CudaExercise(MNIST, Cudaling("adam_step", ("float*", "float*", "float*", "float*", "float", "float", "float",
                                                "float", "float", "float", "long long"),
                                  _adam_cases, _adam_run, _adam_ref, atol=1e-6, rtol=1e-4)),

@@ -281,6 +281,42 @@ def _accumulate_ref(x: torch.Tensor, dy: torch.Tensor, y: torch.Tensor, dw: torc
     return dw.double() + x.double().t() @ dz, db.double() + dz.sum(0)
 
 
+def _count_cases(device: str) -> Cases:
+    g = _rng()
+
+    def labels(logits: torch.Tensor, last_tied: bool = False) -> torch.Tensor:
+        """About 70% of the rows labelled with their argmax (the first largest logit); with last_tied, rows with
+        a tie are labelled with the LAST largest logit instead (a prediction that must not count)."""
+        M, C = logits.shape
+        y = torch.randint(0, C, (M,), generator=g)
+        right = torch.rand(M, generator=g) < 0.7
+        y = torch.where(right, logits.argmax(1), y)
+        if last_tied:
+            last = C - 1 - logits.flip(1).argmax(1)
+            y = torch.where(last != logits.argmax(1), last, y)
+        return y
+
+    cases = {}
+    for M, C in [(1, 1), (37, 10), (1000, 100), (100_003, 10)]:
+        z = torch.randn(M, C, generator=g)
+        cases[f"{M} x {C}"] = (z.to(device), labels(z).to(device))
+    tied = torch.randint(0, 3, (300, 10), generator=g).float()  # many rows with two or more largest logits
+    cases["300 x 10, tied logits (the first largest is the prediction)"] = (tied.to(device),
+                                                                            labels(tied, last_tied=True).to(device))
+    return cases
+
+
+def _count_run(fn: Callable, logits: torch.Tensor, labels: torch.Tensor):
+    M, C = logits.shape
+    correct = _buffer(1, logits.device.type, torch.int32)  # -1 until the host function zeroes it
+    _call(fn, logits, labels, correct, M, C)
+    return _inside(correct, 1, "correct")
+
+
+def _count_ref(logits: torch.Tensor, labels: torch.Tensor):
+    return (logits.argmax(1) == labels).sum().reshape(1).int()  # argmax: the first of equal largest values
+
+
 # ----------------------------------------------------------------------------- the exercises
 
 EXERCISES: list[Exercise] = []
@@ -307,4 +343,6 @@ CUDA_EXERCISES: list[CudaExercise] = [
     CudaExercise(MNIST, Cudaling("linear_grads_accumulate", ("float*", "float*", "float*", "float*", "float*", "int",
                                                              "int", "int"),
                                  _accumulate_cases, _accumulate_run, _accumulate_ref, atol=1e-4, rtol=1e-4)),
+    CudaExercise(MNIST, Cudaling("count_correct", ("float*", "long long*", "int*", "int", "int"),
+                                 _count_cases, _count_run, _count_ref)),
 ]

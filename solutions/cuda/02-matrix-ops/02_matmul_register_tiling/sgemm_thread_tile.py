@@ -1,0 +1,6 @@
+"""CPU stand-in for the solution of sgemm_thread_tile: what the kernel writes, into the same output."""
+
+
+def sgemm_thread_tile(a, b, c, m, n, k):
+    c[: m * n] = (a[: m * k].view(m, k) @ b[: k * n].view(k, n)).flatten()
+    return 0

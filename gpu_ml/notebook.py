@@ -16,7 +16,6 @@ _COLAB_PACKAGES = ("triton", "tqdm", "ipywidgets")
 # The first line of a cell that needs a CUDA GPU (the cell also carries the tag `gpu`, which the
 # test harness reads); in Jupyter, `gpu_cell` makes such a cell skip itself where there is no GPU.
 # `#| gpu sm_80` asks for compute capability 8.0 or newer: on an older GPU the cell skips itself too.
-GPU_MARKER = "#| gpu"
 GPU_LINE = re.compile(r"#\| gpu(?: (sm_\d+a?))?")
 SKIPPED = ("skipped: this cell needs a CUDA GPU (its first line says #| gpu) and this machine has none. "
            "The notebook goes on without it; on Colab, pick a GPU under Runtime > Change runtime type.")

@@ -1,0 +1,101 @@
+"""gpu_ml.profile (Nsight Compute) and gpu_ml.sanitize (compute-sanitizer): parsing, the refusals without a GPU or
+the tool, and the child-process plumbing against stand-in tools on CPU; the real tools on a GPU machine."""
+
+from __future__ import annotations
+
+import shutil
+import stat
+
+import pytest
+
+from gpu_ml import profile, sanitize
+from gpu_ml.env import has_gpu
+
+NCU_OUTPUT = """==PROF== Connected to process 4242 (/usr/bin/python3.12)
+==PROF== Profiling "gemm_kernel" - 0: 0%....50%....100% - 3 passes
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC",\
+"Section Name","Metric Name","Metric Unit","Metric Value"
+"0","4242","python3.12","127.0.0.1","void gemm_kernel<float>(float*, int)","1","7","(128, 1, 1)","(64, 1, 1)","0",\
+"9.0","Command line profiler metrics","dram__bytes.sum","byte","1,048,576"
+"0","4242","python3.12","127.0.0.1","void gemm_kernel<float>(float*, int)","1","7","(128, 1, 1)","(64, 1, 1)","0",\
+"9.0","Command line profiler metrics","gpu__time_duration.sum","nsecond","5,120"
+"1","4242","python3.12","127.0.0.1","softmax","1","7","(256, 1, 1)","(8, 1, 1)","0","9.0",\
+"Command line profiler metrics","sm__throughput.avg.pct_of_peak_sustained_elapsed","%","n/a"
+==PROF== Disconnected from process 4242
+"""
+
+
+def test_parse_csv_reads_the_measurements_after_the_header():
+    measured = profile.parse_csv(NCU_OUTPUT)
+    assert [(m.launch, m.metric, m.value) for m in measured] == [
+        (0, "dram__bytes.sum", 1048576.0), (0, "gpu__time_duration.sum", 5120.0),
+        (1, "sm__throughput.avg.pct_of_peak_sustained_elapsed", "n/a")]
+    assert measured[0].kernel == "void gemm_kernel<float>(float*, int)" and measured[1].unit == "nsecond"
+    table = profile.by_kernel(measured)
+    assert table[(0, "void gemm_kernel<float>(float*, int)")]["gpu__time_duration.sum"] == 5120.0
+    assert profile.parse_csv("==PROF== no kernels were profiled\n") == []
+
+
+def test_sanitizer_summary_is_read():
+    assert sanitize.errors_in("========= ERROR SUMMARY: 0 errors\n") == 0
+    assert sanitize.errors_in("========= Invalid __global__ write\n========= ERROR SUMMARY: 3 errors\n") == 3
+    with pytest.raises(ValueError, match="no 'ERROR SUMMARY' line"):
+        sanitize.errors_in("Segmentation fault\n")
+
+
+def test_without_a_gpu_or_the_tool_nothing_starts(monkeypatch):
+    monkeypatch.setattr(profile, "has_gpu", lambda: False)
+    with pytest.raises(RuntimeError, match="ncu .* needs a CUDA GPU"):
+        profile.ncu("pass")
+    with pytest.raises(RuntimeError, match="compute-sanitizer .* needs a CUDA GPU"):
+        sanitize.sanitize("pass")
+    monkeypatch.setattr(profile, "has_gpu", lambda: True)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(FileNotFoundError, match="ncu not found on PATH"):
+        profile.ncu("pass")
+    with pytest.raises(ValueError, match="tool must be one of"):
+        sanitize.sanitize("pass", tool="leakcheck")
+
+
+def _stand_in(folder, name: str, script: str) -> None:
+    path = folder / name
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+
+def test_the_child_process_is_run_and_read_through_stand_in_tools(tmp_path, monkeypatch):
+    """Shell scripts stand in for the tools: what they are given, and what is made of what they print."""
+    monkeypatch.setattr(profile, "has_gpu", lambda: True)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    (tmp_path / "ncu.out").write_text(NCU_OUTPUT)
+    _stand_in(tmp_path, "ncu", f'echo "$@" > {tmp_path}/ncu.args\ncat {tmp_path}/ncu.out\n')
+    measured = profile.ncu("import torch", kernel="gemm", count=2)
+    assert len(measured) == 3
+    args = (tmp_path / "ncu.args").read_text()
+    assert "--csv" in args and "-c 2" in args and "-k regex:gemm" in args and "-c import torch" in args
+    _stand_in(tmp_path, "ncu", 'echo "==ERROR== the profiler failed"\nexit 1\n')
+    with pytest.raises(RuntimeError, match="ncu exited with 1:\n==ERROR== the profiler failed"):
+        profile.ncu("pass")
+    _stand_in(tmp_path, "compute-sanitizer", 'echo "========= Invalid __global__ read"\n'
+              'echo "========= ERROR SUMMARY: 2 errors"\nexit 0\n')
+    report = sanitize.sanitize("pass", tool="racecheck")
+    assert report.errors == 2 and not report.clean and report.tool == "racecheck"
+
+
+needs_gpu = pytest.mark.skipif(not has_gpu(), reason="needs a CUDA GPU")
+MATMUL = "import torch; a = torch.randn(512, 512, device='cuda'); torch.cuda.synchronize(); (a @ a).sum().item()"
+
+
+@needs_gpu
+@pytest.mark.skipif(shutil.which("ncu") is None, reason="ncu not found")
+def test_ncu_measures_a_matmul_on_the_gpu():
+    table = profile.by_kernel(profile.ncu(MATMUL, kernel="gemm|Kernel", count=1))
+    ((_, kernel), row), = table.items()
+    assert row["gpu__time_duration.sum"] > 0 and row["dram__bytes.sum"] > 0, (kernel, row)
+
+
+@needs_gpu
+@pytest.mark.skipif(shutil.which("compute-sanitizer") is None, reason="compute-sanitizer not found")
+def test_sanitize_finds_nothing_in_a_clean_run():
+    report = sanitize.sanitize(MATMUL)
+    assert report.clean, report.output[-2000:]

@@ -48,6 +48,7 @@ def record(out: Path) -> int:
         return original(self, *args, grid=grid, warmup=warmup, **kwargs)
 
     InterpretedFunction.run = run
+    os.environ.pop("PYTEST_ADDOPTS", None)  # no xdist workers (CI's -n auto): the launches must happen here
     code = pytest.main(["-q", "-p", "no:cacheprovider", "-x", str(ROOT / "tests" / "test_kernels.py")])
     out.write_text(json.dumps(list(seen.values()), indent=1))
     return int(code)

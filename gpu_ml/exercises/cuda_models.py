@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from gpu_ml.cudalings import Cases, Cudaling, _buffer, _call, _inside, _randn, _rng
 from gpu_ml.exercises.core import CudaExercise, Exercise
+from gpu_ml.exercises.cuda_nn import softmax_backward_ref, softmax_backward_run  # the same dx = y * (dy - sum)
 
 ACTIVATIONS = "cuda/03-nn-components/03_activations_and_cross_entropy.ipynb"
 EXTENSION = "cuda/03-nn-components/04_pytorch_extension.ipynb"
@@ -151,18 +152,6 @@ def _softmax_bwd_cases(device: str) -> Cases:
         y = torch.softmax(scale * _randn(g, r, c, device=device), dim=1)
         cases[name] = (y, _randn(g, r, c, device=device))
     return cases
-
-
-def _softmax_bwd_run(fn: Callable, y: torch.Tensor, dy: torch.Tensor):
-    rows, cols = y.shape
-    dx = _buffer(y.numel(), y.device.type)
-    _call(fn, y, dy, dx, rows, cols)
-    return _inside(dx, y.numel(), "dx").view(rows, cols)
-
-
-def _softmax_bwd_ref(y: torch.Tensor, dy: torch.Tensor):
-    y, dy = y.double(), dy.double()
-    return y * (dy - (dy * y).sum(dim=1, keepdim=True))
 
 
 def _gelu2_cases(device: str) -> Cases:
@@ -329,7 +318,8 @@ CUDA_EXERCISES: list[CudaExercise] = [
     CudaExercise(ACTIVATIONS, Cudaling("cross_entropy_rows", ("float*", "long long*", "float*", "float*", "int", "int"),
                                        _ce_cases, _ce_run, _ce_ref, atol=1e-5, rtol=1e-4)),
     CudaExercise(EXTENSION, Cudaling("softmax_backward", ("float*", "float*", "float*", "int", "int"),
-                                     _softmax_bwd_cases, _softmax_bwd_run, _softmax_bwd_ref, atol=1e-6, rtol=1e-4)),
+                                     _softmax_bwd_cases, softmax_backward_run, softmax_backward_ref, atol=1e-6,
+                                     rtol=1e-4)),
     CudaExercise(EXTENSION, Cudaling("gelu_double_backward", ("float*", "float*", "float*", "float*", "float*",
                                                               "float*", "int", "int"),
                                      _gelu2_cases, _gelu2_run, _gelu2_ref, atol=1e-5, rtol=1e-4)),

@@ -7,15 +7,11 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from gpu_ml.cudalings import Cudaling, _buffer, _call, _inside
+from gpu_ml.cudalings import Cudaling, _buffer, _call, _inside, _rng
 from gpu_ml.exercises.core import Cases, CudaExercise, Exercise
 
 REDUCTIONS = "cuda/03-nn-components/01_reductions_and_warp_shuffles.ipynb"
 SOFTMAX_LN = "cuda/03-nn-components/02_softmax_and_layernorm.ipynb"
-
-
-def _rng() -> torch.Generator:
-    return torch.Generator().manual_seed(0)
 
 
 def _integers(g: torch.Generator, n: int, device: str) -> torch.Tensor:
@@ -127,14 +123,14 @@ def _softmax_backward_cases(device: str) -> Cases:
         "5 x 300, every third logit -inf": case(masked), "2 x 100, one-hot y": case(one_hot)}
 
 
-def _softmax_backward_run(fn: Callable, y: torch.Tensor, dy: torch.Tensor):
+def softmax_backward_run(fn: Callable, y: torch.Tensor, dy: torch.Tensor):
     rows, cols = y.shape
     dx = _buffer(y.numel(), y.device.type)
     _call(fn, y, dy, dx, rows, cols)
     return _inside(dx, y.numel(), "dx").view(rows, cols)
 
 
-def _softmax_backward_ref(y: torch.Tensor, dy: torch.Tensor):
+def softmax_backward_ref(y: torch.Tensor, dy: torch.Tensor):
     y, dy = y.double(), dy.double()
     return y * (dy - (y * dy).sum(1, keepdim=True))
 
@@ -202,7 +198,7 @@ CUDA_EXERCISES: list[CudaExercise] = [
     CudaExercise(REDUCTIONS, Cudaling("grid_max", ("float*", "float*", "float*", "int"), _max_cases, _max_run,
                                       lambda x: x.max().reshape(1), atol=0.0, rtol=0.0)),
     CudaExercise(SOFTMAX_LN, Cudaling("softmax_backward_block", ("float*", "float*", "float*", "int", "int"),
-                                      _softmax_backward_cases, _softmax_backward_run, _softmax_backward_ref,
+                                      _softmax_backward_cases, softmax_backward_run, softmax_backward_ref,
                                       atol=1e-6, rtol=1e-4)),
     CudaExercise(SOFTMAX_LN, Cudaling("layer_norm_welford", ("float*", "float*", "float*", "float*", "int", "int",
                                                              "float"),

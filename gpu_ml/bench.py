@@ -14,19 +14,20 @@ def require_gpu(what: str) -> None:
         raise RuntimeError(f"{what} needs a CUDA GPU; tag this notebook cell `gpu` so CPU runs skip it")
 
 
-def bench(fn: Callable[[], object], *, cudagraph: bool = False, warmup: int = 25, rep: int = 100) -> float:
+def bench(fn: Callable[[], object], *, cudagraph: bool = False, warmup: int = 25, rep: int | None = None) -> float:
     """Median time of `fn()` in milliseconds on the GPU.
 
     Uses `triton.testing.do_bench`, which warms up, flushes the L2 cache before every call and
-    times with CUDA events. `cudagraph=True` replays `fn` from a CUDA graph
-    (`do_bench_cudagraph`), which removes the Python launch overhead from the figure.
+    times with CUDA events for about `rep` ms (default 100). `cudagraph=True` replays `fn` from a
+    CUDA graph (`do_bench_cudagraph`), which removes the Python launch overhead from the figure:
+    it captures `rep` ms of calls (default 20, Triton's) and replays them ten times.
     """
     require_gpu("bench()")
     import triton.testing
 
     if cudagraph:
-        return float(triton.testing.do_bench_cudagraph(fn, rep=rep, return_mode="median"))
-    return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median"))
+        return float(triton.testing.do_bench_cudagraph(fn, rep=rep or 20, return_mode="median"))
+    return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep or 100, return_mode="median"))
 
 
 def tflops(flops: float, ms: float) -> float:

@@ -73,6 +73,30 @@ def test_a_jit_device_function_inside_is_interpreted_too(wrap):
         TWICE(1.0)  # the patch is gone after the trace
 
 
+def row_total(x_ptr, z_ptr, N, B: tl.constexpr):
+    """A loop over a scalar argument: `range` takes the index of N."""
+    acc = tl.zeros((B,), dtype=tl.float32)
+    for start in range(0, N, B):
+        offs = start + tl.arange(0, B)
+        acc += tl.load(x_ptr + offs, mask=offs < N, other=0.0)
+    tl.store(z_ptr, tl.sum(acc, axis=0))
+
+
+def test_a_loop_over_a_scalar_argument_runs_with_triton_36s_interpreter(wrap, monkeypatch):
+    """Triton 3.6 takes int() of the argument's 1-element array, which recent NumPy refuses; trace() copes."""
+    from triton.runtime import interpreter
+
+    patch_tensor = interpreter._patch_lang_tensor
+
+    def as_in_triton_36(tensor, scope):
+        patch_tensor(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data))
+
+    monkeypatch.setattr(interpreter, "_patch_lang_tensor", as_in_triton_36)
+    t = memviz.trace(wrap(row_total), (1,), torch.arange(10.0), torch.zeros(1), 10, 4)
+    assert (t.tensors["x_ptr"].reads == 1).all() and t.tensors["z_ptr"].writes.tolist() == [1]
+
+
 def test_elements_written_by_several_programs_are_counted():
     t = memviz.trace(triton.jit(column_sum), (3,), torch.ones(3, 5), torch.zeros(5), 3, 5, 8)
     out = t.tensors["out_ptr"]

@@ -37,10 +37,14 @@ def _outputs(value) -> list[torch.Tensor]:
     raise TypeError(f"returned {type(value).__name__}, not a tensor or a tuple of tensors")
 
 
+Tolerance = float | Mapping[torch.dtype, float] | None
+
+
 def grade(name: str, attempt: Callable, reference: Callable, cases: Mapping[str, tuple], *,
-          atol: float | None = None, rtol: float | None = None, quiet: bool = False) -> Verdict:
+          atol: Tolerance = None, rtol: Tolerance = None, quiet: bool = False) -> Verdict:
     """Call `attempt(*args)` and `reference(*args)` on each case (name -> args) and compare what they return
     (a tensor or a tuple of tensors) with `check`'s rule and tolerances, stopping at the first difference.
+    A tolerance may be given per dtype of the output ({torch.float32: 1e-4}); `check`'s default otherwise.
 
     Prints "PASS" with the number of cases, or "not solved yet" with the case, the output and the first
     wrong element, or what the attempt raised (NotImplementedError: the untouched stub).
@@ -65,11 +69,15 @@ def grade(name: str, attempt: Callable, reference: Callable, cases: Mapping[str,
         for k, (g, e) in enumerate(zip(got, expected, strict=True)):
             label = f"output {k}" if len(expected) > 1 else "the output"
             try:
-                check(g, e.to(g.dtype) if g.dtype != e.dtype and g.is_floating_point() else e, atol=atol,
-                      rtol=rtol, name=label, quiet=True)
+                check(g, e.to(g.dtype) if g.dtype != e.dtype and g.is_floating_point() else e,
+                      atol=_for(atol, g.dtype), rtol=_for(rtol, g.dtype), name=label, quiet=True)
             except AssertionError as exc:
                 return verdict(False, f"{name}: not solved yet: case {case!r}, {exc}")
     return verdict(True, f"{name}: PASS ({len(cases)} case{'s' if len(cases) != 1 else ''})")
+
+
+def _for(tolerance: Tolerance, dtype: torch.dtype) -> float | None:
+    return tolerance.get(dtype) if isinstance(tolerance, Mapping) else tolerance
 
 
 def marked_cells(path: str | Path, marker: str) -> dict[str, str]:

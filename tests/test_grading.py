@@ -48,3 +48,15 @@ def test_tuples_tolerances_and_dtypes():
     assert grade("near", near, lambda x: 2 * x, CASES, atol=1e-2, quiet=True)
     # a float64 reference is compared in the attempt's dtype, with that dtype's tolerances
     assert grade("fp32 vs fp64", lambda x: (x / 3).float(), lambda x: x.double() / 3, CASES, quiet=True)
+
+
+def test_tolerances_per_dtype():
+    """{dtype: tolerance} applies to outputs of that dtype; others keep check's defaults."""
+    cases = {"fp32": (torch.ones(4),), "fp16": (torch.ones(4, dtype=torch.float16),)}
+    off = lambda x: 2 * x + 1e-2  # noqa: E731, within fp16's default tolerance, not fp32's
+    ref = lambda x: 2 * x  # noqa: E731
+    assert not grade("off", off, ref, cases, quiet=True)
+    assert grade("off", off, ref, cases, atol={torch.float32: 0.1}, quiet=True)
+    strict = grade("off", off, ref, cases, atol={torch.float32: 0.1, torch.float16: 0.0},
+                   rtol={torch.float16: 0.0}, quiet=True)
+    assert not strict and "case 'fp16'" in strict.message

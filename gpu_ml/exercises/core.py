@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from gpu_ml.cudalings import Cudaling
+from gpu_ml.grading import Tolerance
 
 Cases = dict[str, tuple]
 
@@ -22,8 +23,8 @@ class Exercise:
     cases: Callable[[], Cases]  # case name -> arguments, on kernel_device()
     reference: Callable[..., torch.Tensor]
     call: Callable[..., torch.Tensor]  # call(attempt, *arguments) -> what is compared with the reference
-    atol: float | None = None  # None: check's default for the reference's dtype
-    rtol: float | None = None
+    atol: Tolerance = None  # None: check's default for the output's dtype; or per dtype, {torch.float32: 1e-4}
+    rtol: Tolerance = None
 
 
 def must_raise(fn: Callable, args: tuple, error: type[Exception], what: str) -> None:

@@ -184,9 +184,10 @@ def _reduction_reference(x, t, reduction, dloss):
 EXERCISES = [
     Exercise("add_layer_norm", LAYERNORM_NB, "add_layer_norm", _add_layer_norm_cases,
              reference=_add_layer_norm_reference, call=lambda fn, *args: fn(*args)),
+    # fp32 within the lesson's 1e-4: the mean-100 rows lose about 1e-5 on the GPU; a one-pass variance, 2e-3.
     Exercise("layer_norm_wide", LAYERNORM_NB, "layer_norm_wide", _wide_cases,
              reference=lambda x, w, b: F.layer_norm(x.double(), (x.shape[1],), w.double(), b.double(), eps=1e-5),
-             call=lambda fn, *args: fn(*args)),
+             call=lambda fn, *args: fn(*args), atol={torch.float32: 1e-4}, rtol={torch.float32: 1e-4}),
     Exercise("layer_norm_nd", LAYERNORM_NB, "layer_norm_nd", _nd_cases, reference=_nd_reference,
              call=_norm_with_grads),
     Exercise("ce_logsumexp", CROSS_ENTROPY_NB, "logsumexp_rows", _lse_cases,

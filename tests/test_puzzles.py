@@ -135,13 +135,20 @@ def _copy_with(tmp_path, replace: dict[str, str]) -> Path:
     return path
 
 
+def test_a_kernel_run_from_its_cells_source_is_graded_like_the_imported_one(solutions):
+    """What `gpu-ml exercises` does with a saved cell: exec its source (compiled by Triton on a GPU)."""
+    source = "# puzzle: add_constant\n" + inspect.getsource(solutions.add_constant_kernel.fn)
+    verdict = grade_puzzle("add_constant", kernel_from_cell("add_constant", source), quiet=True)
+    assert verdict, verdict.message
+
+
 def test_gpu_ml_exercises_grades_a_learners_notebook(tmp_path, solutions, capsys):
     solved = {name: inspect.getsource(getattr(solutions, f"{name}_kernel").fn)  # with its @triton.jit
               for name in ("add_constant", "outer_add")}
     path = _copy_with(tmp_path, {**solved, "add_vectors": "def add_vectors_kernel(:\n"})  # a syntax error
     assert cli.main(["exercises", str(path)]) == 1
     out = capsys.readouterr().out
-    assert f"] 2 of {len(PUZZLES)} solved" in out and "  1. solved" in out and "add_constant  (" in out
+    assert f"] 2 of {len(PUZZLES)} solved" in out and "  1. solved" in out and "add_constant  (" in out, out
     assert f"next: {PUZZLES['add_vectors'].title} (" in out and "the cell raised SyntaxError" in out
     everything = {name: inspect.getsource(getattr(solutions, p.kernel_name).fn)
                   for name, p in PUZZLES.items()}

@@ -396,6 +396,27 @@ def _magic_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _build_cell(line: str, cell: str) -> tuple[Path, argparse.Namespace, bool]:
+    """Build a `%%cuda` cell as `cuda_cell` runs it (and export its header): (the build, the magic's options,
+    whether this GPU is older than the cell's --min-arch)."""
+    options, flags = _magic_parser().parse_known_args(shlex.split(line))
+    too_old = bool(options.min_arch) and arch_number(default_arch()) < arch_number(options.min_arch)
+    if too_old and options.arch is None:
+        options.arch = options.min_arch
+    if _MAIN.search(cell):
+        return build(cell, library=False, arch=options.arch, flags=flags), options, too_old
+    export = _EXPORT.match(cell)
+    if not parse_signatures(cell) and export is None:  # fail on unsupported signatures before compiling
+        raise ValueError('%%cuda: the cell has neither main() nor an extern "C" host function to call from Python '
+                         '(nor an `//| export cuda/NAME.cuh` first line)')
+    path = build(cell, library=True, arch=options.arch, flags=flags)
+    if export is not None:
+        header = exported_dir() / export.group(1)
+        header.parent.mkdir(parents=True, exist_ok=True)
+        header.write_text(cell)
+    return path, options, too_old
+
+
 def cuda_cell(line: str, cell: str, namespace: dict | None = None):
     """Implementation of `%%cuda [--arch A | --min-arch A] [--timeout S] [--args "..."] [nvcc flags...]`.
 
@@ -404,42 +425,50 @@ def cuda_cell(line: str, cell: str, namespace: dict | None = None):
     that `#include "cuda/NAME.cuh"` get this cell's text (before `gpu-ml export` has copied it into
     gpu_ml/kernels). One cell per exported header: a second cell exporting the same file replaces it.
     """
-    options, flags = _magic_parser().parse_known_args(shlex.split(line))
-    too_old = bool(options.min_arch) and arch_number(default_arch()) < arch_number(options.min_arch)
-    if too_old and options.arch is None:
-        options.arch = options.min_arch
-        if has_gpu():
-            print(f"built for {options.min_arch}, the oldest GPU its code compiles for: this GPU ({default_arch()}) "
-                  "cannot run it, and the cells that would are skipped")
+    path, options, too_old = _build_cell(line, cell)
+    if too_old and has_gpu():
+        print(f"built for {options.min_arch}, the oldest GPU its code compiles for: this GPU ({default_arch()}) "
+              "cannot run it, and the cells that would are skipped")
     if _MAIN.search(cell):
-        exe = build(cell, library=False, arch=options.arch, flags=flags)
         if not has_gpu() or too_old:
             why = "no CUDA GPU on this machine" if not has_gpu() else f"this GPU is older than {options.min_arch}"
-            print(f"compiled {exe.name} for {options.arch or default_arch()}; not run: {why}")
+            print(f"compiled {path.name} for {options.arch or default_arch()}; not run: {why}")
             return None
-        proc = run_program(exe, shlex.split(options.args), timeout=options.timeout)
+        proc = run_program(path, shlex.split(options.args), timeout=options.timeout)
         print(proc.stdout, end="")
         if proc.stderr:
             print(proc.stderr, end="", file=sys.stderr)
         return None
-    functions = parse_signatures(cell)  # fail on unsupported signatures before compiling
-    export = _EXPORT.match(cell)
-    if not functions and export is None:
-        raise ValueError('%%cuda: the cell has neither main() nor an extern "C" host function to call from Python '
-                         '(nor an `//| export cuda/NAME.cuh` first line)')
-    path = build(cell, library=True, arch=options.arch, flags=flags)
-    if export is not None:
-        header = exported_dir() / export.group(1)
-        header.parent.mkdir(parents=True, exist_ok=True)
-        header.write_text(cell)
-    wrapped = load_library(path, cell) if functions else {}
+    wrapped = load_library(path, cell) if parse_signatures(cell) else {}
     if namespace is not None:
         namespace.update(wrapped)
     if wrapped:
         print("compiled: " + ", ".join(repr(f) for f in wrapped.values()))
+    export = _EXPORT.match(cell)
     if export is not None:
         print(f'compiled {export.group(1)}: later cells can #include "{export.group(1)}"')
     return None
+
+
+def build_notebook(notebook: str | Path) -> tuple[int, list[str]]:
+    """Compile the `%%cuda` cells of `notebook` in order, as running it would (exported headers included), and run
+    none: the builds land in the cache, where the notebook then finds them (`gpu-ml test` does this for every
+    notebook at once, on all cores, before running them one by one). Returns (cells built, the errors of the
+    cells that did not build: the notebook's own run reports them)."""
+    import json
+
+    built, errors = 0, []
+    for index, cell in enumerate(json.loads(Path(notebook).read_text())["cells"]):
+        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        if cell["cell_type"] != "code" or not source.startswith("%%cuda"):
+            continue
+        line, _, body = (source if source.endswith("\n") else source + "\n").partition("\n")  # as IPython does
+        try:
+            _build_cell(line.removeprefix("%%cuda"), body)
+            built += 1
+        except (CudaCompileError, ValueError) as exc:
+            errors.append(f"cell {index}: {str(exc).splitlines()[0]}")
+    return built, errors
 
 
 try:

@@ -1,15 +1,19 @@
 """`gpu-ml test`: the whole suite (every notebook, every test file) spread over this machine's GPUs.
 
 Each item runs in its own process: a notebook through pytest/nbval (or, with `save`, through
-`gpu-ml execute`, which writes its outputs back), a test file through pytest. With several GPUs,
-one worker per GPU (`CUDA_VISIBLE_DEVICES`) takes the items planned for it, longest first, from the
-times of the last run. `shard` runs one part of the suite (i of n). Each item's time and result are
-recorded in results/suite/<gpu>.json, which the next run plans with.
+`gpu-ml execute`, which writes its outputs back), a test file through pytest. First the test files,
+several at once (they time nothing that a neighbour could disturb), on the GPUs in turn, while every
+notebook's `%%cuda` cells are compiled into the build cache on the other cores; then the notebooks,
+whose benchmarks need a GPU to themselves: one worker per GPU (`CUDA_VISIBLE_DEVICES`). Each worker
+takes the items planned for it, longest first, from the times of the last run. `shard` runs one part
+of the suite (i of n). Each item's time and result are recorded in results/suite/<gpu>.json, which
+the next run plans with.
 """
 
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import os
 import subprocess
@@ -76,14 +80,15 @@ def run_item(item: str, gpu: int | None, save: bool, timeout: float, root: Path)
     return time.perf_counter() - start, passed, output[-3000:]
 
 
-def run(queues: list[list[str]], runner: Callable[[str, int | None], Outcome], gpus: bool) -> dict[str, Outcome]:
-    """Run each queue on its own thread (worker w on GPU w when `gpus`); every item's outcome, printed as it ends."""
+def run(queues: list[list[str]], runner: Callable[[str, int | None], Outcome], gpus: int) -> dict[str, Outcome]:
+    """Run each queue on its own thread (worker w on GPU w mod `gpus` when there are several GPUs); every item's
+    outcome, printed as it ends."""
     outcomes: dict[str, Outcome] = {}
     lock = threading.Lock()
 
     def work(w: int, queue: list[str]) -> None:
         for item in queue:
-            outcome = runner(item, w if gpus else None)
+            outcome = runner(item, w % gpus if gpus > 1 else None)
             with lock:
                 outcomes[item] = outcome
                 print(f"{'ok  ' if outcome[1] else 'FAIL'} {outcome[0]:7.1f} s  worker {w}  {item}", flush=True)
@@ -101,11 +106,32 @@ def record_path(root: Path, gpu_name: str) -> Path:
     return root / "results" / "suite" / f"{slug(gpu_name)}.json"  # not results/*.json: the table
 
 
+def build_cuda_cells(notebooks: list[str], root: Path, processes: int) -> str:
+    """Compile the `%%cuda` cells of `notebooks` into the build cache (gpu_ml.cuda.build_notebook), `processes`
+    notebooks at a time, each in a fresh process as its run will be; a line that says what was built."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with_cuda = [nb for nb in notebooks if "%%cuda" in (root / nb).read_text()]
+    code = "import sys; from gpu_ml.cuda import build_notebook; print(build_notebook(sys.argv[1])[0])"
+
+    def one(notebook: str) -> int:
+        done = subprocess.run([sys.executable, "-c", code, notebook], cwd=root, capture_output=True, text=True)
+        return int(done.stdout.split()[-1]) if done.returncode == 0 and done.stdout.split() else 0
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max(1, processes)) as pool:
+        cells = sum(pool.map(one, with_cuda))
+    return f"built {cells} %%cuda cells of {len(with_cuda)} notebooks in {time.perf_counter() - start:.0f} s"
+
+
 def main(only: list[str] | None = None, *, shard_spec: str | None = None, workers: int | None = None,
-         save: bool = False, timeout: float = 1800.0, root: Path | None = None,
-         runner: Callable[[str, int | None], Outcome] | None = None) -> int:
+         test_workers: int | None = None, save: bool = False, timeout: float = 1800.0, root: Path | None = None,
+         runner: Callable[[str, int | None], Outcome] | None = None,
+         prebuild: Callable[[list[str]], str] | None = None) -> int:
     """Collect (or take `only`, checked against what is collected), shard, plan, run, report and record; 0 when
-    every item passed."""
+    every item passed. The test files run `test_workers` at a time (default: 8, at most one per core) while
+    `prebuild` (default: build_cuda_cells on the other cores, when a GPU is present) compiles the notebooks'
+    CUDA cells; then the notebooks run `workers` at a time (default: one per GPU)."""
     import torch
 
     root = project_root(root)
@@ -120,14 +146,30 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
     if shard_spec:
         index, _, count = shard_spec.partition("/")
         items = shard(items, int(index), int(count))
+    cores = os.cpu_count() or 1
     workers = workers or max(1, gpu_count)
+    test_workers = test_workers or min(8, cores)
+    tests = [i for i in items if not i.endswith(".ipynb")]
+    notebooks = [i for i in items if i.endswith(".ipynb")]
+    if prebuild is None and gpu_count:
+        prebuild = functools.partial(build_cuda_cells, root=root, processes=max(1, cores - test_workers))
     path = record_path(root, gpu_name)
     previous = json.loads(path.read_text())["items"] if path.exists() else {}
-    queues = plan(items, workers, {k: v["seconds"] for k, v in previous.items()})
-    print(f"{len(items)} items on {workers} worker(s) ({gpu_name}){'; notebook outputs saved' if save else ''}")
+    seconds = {k: v["seconds"] for k, v in previous.items()}
+    print(f"{len(tests)} test files on {test_workers} worker(s), then {len(notebooks)} notebooks on {workers} "
+          f"worker(s) ({gpu_name}){'; notebook outputs saved' if save else ''}", flush=True)
+    runner = runner or (lambda item, gpu: run_item(item, gpu, save, timeout, root))
     start = time.perf_counter()
-    outcomes = run(queues, runner or (lambda item, gpu: run_item(item, gpu, save, timeout, root)),
-                   gpus=gpu_count >= workers > 1)
+    built: list[str] = []
+    builder = threading.Thread(target=lambda: built.append(prebuild(notebooks))) if prebuild and notebooks else None
+    if builder:
+        builder.start()
+    outcomes = run(plan(tests, test_workers, seconds), runner, gpus=gpu_count) if tests else {}
+    if builder:
+        builder.join()
+        print(built[0] if built else "building the CUDA cells failed", flush=True)
+    if notebooks:
+        outcomes |= run(plan(notebooks, workers, seconds), runner, gpus=gpu_count)
     wall = time.perf_counter() - start
     failed = [item for item, (_, passed, _) in outcomes.items() if not passed]
     for item in failed:
@@ -137,5 +179,6 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
     previous.update({item: {"seconds": round(s, 1), "passed": ok} for item, (s, ok, _) in outcomes.items()})
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"gpu": gpu_name, "date": datetime.date.today().isoformat(), "workers": workers,
-                                "wall_s": round(wall, 1), "items": dict(sorted(previous.items()))}, indent=1) + "\n")
+                                "test_workers": test_workers, "wall_s": round(wall, 1),
+                                "items": dict(sorted(previous.items()))}, indent=1) + "\n")
     return 1 if failed else 0

@@ -381,3 +381,28 @@ def test_a_cell_with_only_kernels_and_no_export_is_refused():
         cuda.cuda_cell("", HEADER_CELL.replace("//| export cuda/probe_session.cuh\n", "").replace("VALUE", "1"))
     with pytest.raises(ValueError, match="neither main"):  # an export to a .cu file is not a header
         cuda.cuda_cell("", HEADER_CELL.replace(".cuh", ".cu").replace("VALUE", "1"))
+
+
+def test_build_notebook_fills_the_cache_that_running_the_notebook_uses(tmp_path, monkeypatch):
+    """`gpu-ml test` builds every notebook's cells up front; the run (IPython's %%cuda) must find those builds."""
+    import ast
+    import json
+
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    sources = ["%%cuda\n//| export cuda/prebuilt.cuh\n#pragma once\n__device__ int twice(int x) { return 2 * x; }",
+               '%%cuda -lineinfo\n#include "cuda/prebuilt.cuh"\nextern "C" int f(int n) { return n; }',
+               "%%cuda\nint main() { return 0; }",
+               "%%cuda\nint neither_main_nor_extern_c;"]
+    notebook = tmp_path / "n.ipynb"
+    notebook.write_text(json.dumps({"cells": [{"cell_type": "markdown", "source": "%%cuda in prose"}] + [
+        {"cell_type": "code", "source": s.splitlines(keepends=True)} for s in sources]}))
+    built, errors = cuda.build_notebook(notebook)
+    assert built == 3 and len(errors) == 1 and errors[0].startswith("cell 4: %%cuda: the cell has neither")
+    cached = set((tmp_path / "cuda").iterdir())
+    monkeypatch.setattr(cuda, "_SESSION", "the-notebook's-own-process")  # which has exported nothing yet
+    for source in sources[:3]:  # what IPython hands the magic: its line and its body
+        call = ast.parse(TransformerManager().transform_cell(source)).body[0].value
+        line, body = (ast.literal_eval(arg) for arg in call.args[1:])
+        cuda.cuda_cell(line, body, {})
+    assert set((tmp_path / "cuda").iterdir()) == cached  # nothing built twice

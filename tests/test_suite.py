@@ -1,6 +1,7 @@
 """`gpu-ml test` (gpu_ml.suite): collect, shard, plan over workers, run, record the times."""
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -52,12 +53,22 @@ def test_main_runs_reports_and_records(tmp_path, monkeypatch, capsys):
         ran.append((item, gpu))
         return (2.0, item != "cuda/b.ipynb", "the end of the output")
 
-    assert suite.main(workers=2, root=tmp_path, runner=runner) == 1
-    assert sorted(ran) == [("cuda/b.ipynb", None), ("tests/test_c.py", None), ("triton/a.ipynb", None)]
+    built = []
+
+    def prebuild(notebooks):
+        built.append((sorted(notebooks), list(ran)))
+        return "built 0 %%cuda cells"
+
+    assert suite.main(workers=2, test_workers=3, root=tmp_path, runner=runner, prebuild=prebuild) == 1
+    assert ran[0] == ("tests/test_c.py", None)  # the test files first, then the notebooks
+    assert sorted(ran[1:]) == [("cuda/b.ipynb", None), ("triton/a.ipynb", None)]
+    assert built[0][0] == ["cuda/b.ipynb", "triton/a.ipynb"] and ("cuda/b.ipynb", None) not in built[0][1]
     out = capsys.readouterr().out
-    assert "FAIL" in out and "cuda/b.ipynb failed" in out and "2 of 3 passed" in out
+    assert "FAIL" in out and "cuda/b.ipynb failed" in out and "2 of 3 passed" in out and "built 0 %%cuda" in out
+    assert "1 test files on 3 worker(s), then 2 notebooks on 2 worker(s)" in out
     record = json.loads((tmp_path / "results" / "suite" / "cpu.json").read_text())
-    assert record["workers"] == 2 and record["items"]["triton/a.ipynb"] == {"seconds": 2.0, "passed": True}
+    assert record["workers"] == 2 and record["test_workers"] == 3
+    assert record["items"]["triton/a.ipynb"] == {"seconds": 2.0, "passed": True}
     (tmp_path / "README.md").write_text(f"{results.START}\n{results.END}\n")
     results.update_readme(tmp_path)  # the suite's record is not a table of figures: the table skips it
     ran.clear()
@@ -68,6 +79,28 @@ def test_main_runs_reports_and_records(tmp_path, monkeypatch, capsys):
     assert ran == [("triton/a.ipynb", None)]
     with pytest.raises(ValueError, match="not notebooks or test files of the suite: triton/nope.ipynb"):
         suite.main(["triton/nope.ipynb"], root=tmp_path, runner=runner)
+
+
+def test_run_spreads_workers_over_the_gpus():
+    seen = []
+    suite.run([["a"], ["b"], ["c"]], lambda item, gpu: (seen.append((item, gpu)), (1.0, True, ""))[1], gpus=2)
+    assert sorted(seen) == [("a", 0), ("b", 1), ("c", 0)]
+    suite.run([["d"]], lambda item, gpu: (seen.append((item, gpu)), (1.0, True, ""))[1], gpus=1)
+    assert seen[-1] == ("d", None)  # one GPU: nothing to choose
+
+
+def test_build_cuda_cells_builds_each_notebook_with_cuda_cells_in_a_process(tmp_path, monkeypatch):
+    (tmp_path / "a.ipynb").write_text('{"cells": [{"source": "%%cuda ..."}]}')
+    (tmp_path / "b.ipynb").write_text('{"cells": []}')
+    calls = []
+
+    def fake_run(cmd, **kwargs):
+        calls.append(cmd[-1])
+        return subprocess.CompletedProcess(cmd, 0, stdout="3\n", stderr="")
+
+    monkeypatch.setattr(suite.subprocess, "run", fake_run)
+    assert suite.build_cuda_cells(["a.ipynb", "b.ipynb"], tmp_path, 4).startswith("built 3 %%cuda cells of 1 notebooks")
+    assert calls == ["a.ipynb"]
 
 
 def test_run_item_reports_failure_and_time_out(tmp_path, monkeypatch):
@@ -82,7 +115,8 @@ def test_run_item_reports_failure_and_time_out(tmp_path, monkeypatch):
 def test_cli_has_the_test_command(monkeypatch):
     seen = {}
     monkeypatch.setattr(suite, "main", lambda only, **kw: seen.update(kw, only=only) or 0)
-    assert cli.main(["test", "--shard", "1/4", "--workers", "2", "--save"]) == 0
-    assert seen == {"only": None, "shard_spec": "1/4", "workers": 2, "save": True, "timeout": 1800}
+    assert cli.main(["test", "--shard", "1/4", "--workers", "2", "--test-workers", "6", "--save"]) == 0
+    assert seen == {"only": None, "shard_spec": "1/4", "workers": 2, "test_workers": 6, "save": True,
+                    "timeout": 1800}
     assert cli.main(["test", "tests/test_c.py", "cuda/b.ipynb"]) == 0
     assert seen["only"] == ["tests/test_c.py", "cuda/b.ipynb"]

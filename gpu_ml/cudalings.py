@@ -56,20 +56,20 @@ class Cudaling:
 # ----------------------------------------------------------------------------- helpers
 
 
-def _rng() -> torch.Generator:
+def seeded_rng() -> torch.Generator:
     return torch.Generator().manual_seed(0)
 
 
-def _randn(g: torch.Generator, *shape: int, device: str, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def randn_on(g: torch.Generator, *shape: int, device: str, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     return torch.randn(*shape, generator=g).to(device=device, dtype=dtype)
 
 
-def _buffer(n: int, device: str, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def guarded_buffer(n: int, device: str, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """n output elements and GUARD more, all NaN (int32: -1); the kernel gets the start of it."""
     return torch.full((n + GUARD,), NAN if dtype.is_floating_point else -1, dtype=dtype, device=device)
 
 
-def _inside(buf: torch.Tensor, n: int, arg: str = "out") -> torch.Tensor:
+def inside_guard(buf: torch.Tensor, n: int, arg: str = "out") -> torch.Tensor:
     """buf[:n], once the GUARD elements behind them are checked untouched."""
     tail = buf[n:]
     changed = ~tail.isnan() if tail.is_floating_point() else tail != -1
@@ -80,15 +80,15 @@ def _inside(buf: torch.Tensor, n: int, arg: str = "out") -> torch.Tensor:
     return buf[:n]
 
 
-def _error_name(rc: int) -> str:
+def error_name(rc: int) -> str:
     return _ERRORS.get(rc, f"CUDA error {rc}" if rc > 0 else "not a CUDA error code")
 
 
-def _call(fn: Callable, *args: Any) -> None:
+def checked_call(fn: Callable, *args: Any) -> None:
     """Call the host function and raise unless it returned 0."""
     rc = fn(*args)
     if rc != 0:
-        raise RuntimeError(f"{getattr(fn, 'name', 'the host function')}() returned {rc} ({_error_name(rc)}) "
+        raise RuntimeError(f"{getattr(fn, 'name', 'the host function')}() returned {rc} ({error_name(rc)}) "
                            "instead of 0: a launch or CUDA call failed")
 
 
@@ -106,9 +106,9 @@ def _whoami_cases(device: str) -> Cases:
 
 def _whoami_run(fn: Callable, blocks: int, threads: int, device: str):
     n = blocks * threads
-    block_of, thread_of = _buffer(n, device, torch.int32), _buffer(n, device, torch.int32)
-    _call(fn, block_of, thread_of, blocks, threads)
-    return _inside(block_of, n, "block_of"), _inside(thread_of, n, "thread_of")
+    block_of, thread_of = guarded_buffer(n, device, torch.int32), guarded_buffer(n, device, torch.int32)
+    checked_call(fn, block_of, thread_of, blocks, threads)
+    return inside_guard(block_of, n, "block_of"), inside_guard(thread_of, n, "thread_of")
 
 
 def _whoami_ref(blocks: int, threads: int, device: str):
@@ -117,41 +117,42 @@ def _whoami_ref(blocks: int, threads: int, device: str):
 
 
 def _add_cases(device: str) -> Cases:
-    g = _rng()
-    return {f"n={n}": (_randn(g, n, device=device), _randn(g, n, device=device))
+    g = seeded_rng()
+    return {f"n={n}": (randn_on(g, n, device=device), randn_on(g, n, device=device))
             for n in (1, 100, 256, 257, 1000, 100_003)}
 
 
 def _add_run(fn: Callable, x: torch.Tensor, y: torch.Tensor):
-    out = _buffer(x.numel(), x.device.type)
-    _call(fn, x, y, out, x.numel())
-    return _inside(out, x.numel())
+    out = guarded_buffer(x.numel(), x.device.type)
+    checked_call(fn, x, y, out, x.numel())
+    return inside_guard(out, x.numel())
 
 
 def _saxpy_cases(device: str) -> Cases:
-    g = _rng()
+    g = seeded_rng()
     shapes = [(1, 1, 32), (1000, 1, 32), (5, 64, 256), (100_003, 4, 128), (100_003, 1000, 256)]
-    return {f"n={n}, {b} block(s) of {t}": (_randn(g, n, device=device), _randn(g, n, device=device), b, t)
+    return {f"n={n}, {b} block(s) of {t}": (randn_on(g, n, device=device), randn_on(g, n, device=device), b, t)
             for n, b, t in shapes}
 
 
 def _saxpy_run(fn: Callable, x: torch.Tensor, y: torch.Tensor, blocks: int, threads: int):
-    out = _buffer(x.numel(), x.device.type)
-    _call(fn, x, y, out, 2.5, x.numel(), blocks, threads)
-    return _inside(out, x.numel())
+    out = guarded_buffer(x.numel(), x.device.type)
+    checked_call(fn, x, y, out, 2.5, x.numel(), blocks, threads)
+    return inside_guard(out, x.numel())
 
 
 def _affine_cases(device: str) -> Cases:
-    g = _rng()
-    return {f"{r} x {c}": (_randn(g, r, c, device=device), _randn(g, r, device=device), _randn(g, c, device=device))
+    g = seeded_rng()
+    return {f"{r} x {c}": (randn_on(g, r, c, device=device), randn_on(g, r, device=device),
+                           randn_on(g, c, device=device))
             for r, c in [(1, 1), (1, 100), (100, 1), (17, 33), (300, 257)]}
 
 
 def _affine_run(fn: Callable, x: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor):
     rows, cols = x.shape
-    out = _buffer(x.numel(), x.device.type)
-    _call(fn, x, scale, shift, out, rows, cols)
-    return _inside(out, x.numel()).view(rows, cols)
+    out = guarded_buffer(x.numel(), x.device.type)
+    checked_call(fn, x, scale, shift, out, rows, cols)
+    return inside_guard(out, x.numel()).view(rows, cols)
 
 
 def _affine_ref(x: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor):
@@ -167,14 +168,14 @@ def _fill_cases(device: str) -> Cases:
 
 
 def _fill_run(fn: Callable, n: int, threads: int, device: str):
-    out = _buffer(n, device)
+    out = guarded_buffer(n, device)
     rc = fn(out, 1.5, n, threads)
     if threads > 1024 and rc == 0:
         raise AssertionError(f"fill_checked returned 0, but CUDA refuses a launch of {threads} threads per block "
                              "(at most 1024): return the error that cudaGetLastError() reports")
     if threads <= 1024 and rc != 0:
-        raise AssertionError(f"fill_checked returned {rc} ({_error_name(rc)}) for a valid launch")
-    return _inside(out, n)
+        raise AssertionError(f"fill_checked returned {rc} ({error_name(rc)}) for a valid launch")
+    return inside_guard(out, n)
 
 
 def _fill_ref(n: int, threads: int, device: str):
@@ -182,25 +183,25 @@ def _fill_ref(n: int, threads: int, device: str):
 
 
 def _gather_cases(device: str) -> Cases:
-    g = _rng()
+    g = seeded_rng()
     m, n = 300, 1000
     idx = torch.randint(0, m, (n,), generator=g, dtype=torch.int32)
     too_big, negative = idx.clone(), idx.clone()
     too_big[517] = m
     negative[3] = -1
-    x = _randn(g, m, device=device)
+    x = randn_on(g, m, device=device)
     return {"all in range": (x, idx.to(device)), "idx[517] == m": (x, too_big.to(device)),
             "idx[3] == -1": (x, negative.to(device)), "all in range, after a bad call": (x, idx.to(device))}
 
 
 def _gather_run(fn: Callable, x: torch.Tensor, idx: torch.Tensor):
-    out = _buffer(idx.numel(), x.device.type)
+    out = guarded_buffer(idx.numel(), x.device.type)
     rc = fn(x, idx, out, idx.numel(), x.numel())
     bad = bool(((idx < 0) | (idx >= x.numel())).any())
     if rc != (-1 if bad else 0):
         raise AssertionError(f"gather_status returned {rc}, expected {-1 if bad else 0}: "
                              + ("an index is out of range" if bad else "every index is in range"))
-    return _inside(out, idx.numel())
+    return inside_guard(out, idx.numel())
 
 
 def _gather_ref(x: torch.Tensor, idx: torch.Tensor):
@@ -212,27 +213,27 @@ def _gather_ref(x: torch.Tensor, idx: torch.Tensor):
 
 
 def _reverse_cases(device: str) -> Cases:
-    g = _rng()
-    return {f"n={n}": (_randn(g, n, device=device),) for n in (256, 512, 256 * 100)}
+    g = seeded_rng()
+    return {f"n={n}": (randn_on(g, n, device=device),) for n in (256, 512, 256 * 100)}
 
 
 def _reverse_run(fn: Callable, x: torch.Tensor):
-    buf = _buffer(x.numel(), x.device.type)
+    buf = guarded_buffer(x.numel(), x.device.type)
     buf[: x.numel()] = x  # reversed in place, in a copy: x itself stays for the reference
-    _call(fn, buf, x.numel())
-    return _inside(buf, x.numel(), "x")
+    checked_call(fn, buf, x.numel())
+    return inside_guard(buf, x.numel(), "x")
 
 
 def _tiles_cases(device: str) -> Cases:
-    g = _rng()
-    return {f"{t} tile(s)": (_randn(g, t, 32, 32, device=device),) for t in (1, 3, 64)}
+    g = seeded_rng()
+    return {f"{t} tile(s)": (randn_on(g, t, 32, 32, device=device),) for t in (1, 3, 64)}
 
 
 def _tiles_run(fn: Callable, x: torch.Tensor):
-    out, smem = _buffer(x.numel(), x.device.type), _buffer(1, x.device.type, torch.int32)
-    _call(fn, x, out, x.shape[0], smem)
-    result, padded = _inside(out, x.numel()).view(x.shape), 32 * 33 * 4
-    nbytes = int(_inside(smem, 1, "smem_bytes")[0])
+    out, smem = guarded_buffer(x.numel(), x.device.type), guarded_buffer(1, x.device.type, torch.int32)
+    checked_call(fn, x, out, x.shape[0], smem)
+    result, padded = inside_guard(out, x.numel()).view(x.shape), 32 * 33 * 4
+    nbytes = int(inside_guard(smem, 1, "smem_bytes")[0])
     if nbytes < padded:
         raise AssertionError(f"the kernel's shared memory is {nbytes} bytes: stage the tile in a padded "
                              f"__shared__ float tile[32][33] ({padded} bytes)")
@@ -243,25 +244,25 @@ def _tiles_run(fn: Callable, x: torch.Tensor):
 
 
 def _warp_sums_cases(device: str) -> Cases:
-    g = _rng()
-    return {f"n={n}": (_randn(g, n, device=device),) for n in (32, 96, 32 * 1001)}
+    g = seeded_rng()
+    return {f"n={n}": (randn_on(g, n, device=device),) for n in (32, 96, 32 * 1001)}
 
 
 def _warp_sums_run(fn: Callable, x: torch.Tensor):
-    out = _buffer(x.numel() // 32, x.device.type)
-    _call(fn, x, out, x.numel())
-    return _inside(out, x.numel() // 32)
+    out = guarded_buffer(x.numel() // 32, x.device.type)
+    checked_call(fn, x, out, x.numel())
+    return inside_guard(out, x.numel() // 32)
 
 
 def _warp_max_cases(device: str) -> Cases:
-    g = _rng()
-    return {f"n={n}": (_randn(g, n, device=device),) for n in (1, 31, 32, 100, 1000, 100_003)}
+    g = seeded_rng()
+    return {f"n={n}": (randn_on(g, n, device=device),) for n in (1, 31, 32, 100, 1000, 100_003)}
 
 
 def _warp_max_run(fn: Callable, x: torch.Tensor):
-    out = _buffer(x.numel(), x.device.type)
-    _call(fn, x, out, x.numel())
-    return _inside(out, x.numel())
+    out = guarded_buffer(x.numel(), x.device.type)
+    checked_call(fn, x, out, x.numel())
+    return inside_guard(out, x.numel())
 
 
 def _warp_max_ref(x: torch.Tensor):
@@ -272,7 +273,7 @@ def _warp_max_ref(x: torch.Tensor):
 
 
 def _histogram_cases(device: str) -> Cases:
-    g = _rng()
+    g = seeded_rng()
     def ints(n: int, bins: int) -> torch.Tensor:
         return torch.randint(0, bins, (n,), generator=g, dtype=torch.int32).to(device)
     return {"n=1000, 10 bins": (ints(1000, 10), 10), "n=1, 10 bins": (ints(1, 10), 10),
@@ -282,9 +283,9 @@ def _histogram_cases(device: str) -> Cases:
 
 
 def _histogram_run(fn: Callable, x: torch.Tensor, bins: int):
-    hist = _buffer(bins, x.device.type, torch.int32)
-    _call(fn, x, hist, x.numel(), bins)
-    return _inside(hist, bins, "hist")
+    hist = guarded_buffer(bins, x.device.type, torch.int32)
+    checked_call(fn, x, hist, x.numel(), bins)
+    return inside_guard(hist, bins, "hist")
 
 
 def _histogram_ref(x: torch.Tensor, bins: int):
@@ -292,20 +293,20 @@ def _histogram_ref(x: torch.Tensor, bins: int):
 
 
 def _compact_cases(device: str) -> Cases:
-    g = _rng()
-    return {"n=1000": (_randn(g, 1000, device=device),), "n=100003": (_randn(g, 100_003, device=device),),
+    g = seeded_rng()
+    return {"n=1000": (randn_on(g, 1000, device=device),), "n=100003": (randn_on(g, 100_003, device=device),),
             "n=1, positive": (torch.tensor([0.5], device=device),),
-            "none positive": (-_randn(g, 777, device=device).abs(),),
-            "all positive": (_randn(g, 4099, device=device).abs() + 0.1,)}
+            "none positive": (-randn_on(g, 777, device=device).abs(),),
+            "all positive": (randn_on(g, 4099, device=device).abs() + 0.1,)}
 
 
 def _compact_run(fn: Callable, x: torch.Tensor):
-    out, count = _buffer(x.numel(), x.device.type), _buffer(1, x.device.type, torch.int32)
-    _call(fn, x, out, count, x.numel())
-    kept, expected = int(_inside(count, 1, "count")[0]), int((x > 0).sum())
+    out, count = guarded_buffer(x.numel(), x.device.type), guarded_buffer(1, x.device.type, torch.int32)
+    checked_call(fn, x, out, count, x.numel())
+    kept, expected = int(inside_guard(count, 1, "count")[0]), int((x > 0).sum())
     if kept != expected:
         raise AssertionError(f"count is {kept}, but {expected} of the {x.numel()} elements are positive")
-    return _inside(out, x.numel())[:kept].sort().values  # any order will do: compared sorted
+    return inside_guard(out, x.numel())[:kept].sort().values  # any order will do: compared sorted
 
 
 def _compact_ref(x: torch.Tensor):
@@ -316,112 +317,112 @@ def _compact_ref(x: torch.Tensor):
 
 
 def _block_sums_cases(device: str) -> Cases:
-    g = _rng()
-    return {f"n={n}": (_randn(g, n, device=device),) for n in (1, 255, 256, 257, 100_003)}
+    g = seeded_rng()
+    return {f"n={n}": (randn_on(g, n, device=device),) for n in (1, 255, 256, 257, 100_003)}
 
 
 def _block_sums_run(fn: Callable, x: torch.Tensor):
     blocks = -(-x.numel() // 256)
-    out = _buffer(blocks, x.device.type)
-    _call(fn, x, out, x.numel())
-    return _inside(out, blocks)
+    out = guarded_buffer(blocks, x.device.type)
+    checked_call(fn, x, out, x.numel())
+    return inside_guard(out, blocks)
 
 
 def _grid_sum_cases(device: str) -> Cases:
-    g = _rng()
-    return {f"n={n}": (_randn(g, n, device=device),) for n in (1, 1000, 2**20 + 3, 10_000_000)}
+    g = seeded_rng()
+    return {f"n={n}": (randn_on(g, n, device=device),) for n in (1, 1000, 2**20 + 3, 10_000_000)}
 
 
 def _grid_sum_run(fn: Callable, x: torch.Tensor):
-    partial, out = _buffer(1024, x.device.type), _buffer(1, x.device.type)
-    _call(fn, x, partial, out, x.numel())
-    _inside(partial, 1024, "partial")
-    return _inside(out, 1)
+    partial, out = guarded_buffer(1024, x.device.type), guarded_buffer(1, x.device.type)
+    checked_call(fn, x, partial, out, x.numel())
+    inside_guard(partial, 1024, "partial")
+    return inside_guard(out, 1)
 
 
 # ----------------------------------------------------------------------------- 16-17: tiles
 
 
 def _transpose_cases(device: str) -> Cases:
-    g = _rng()
-    return {f"{r} x {c}": (_randn(g, r, c, device=device),) for r, c in [(1, 1), (1, 100), (100, 1), (33, 65),
+    g = seeded_rng()
+    return {f"{r} x {c}": (randn_on(g, r, c, device=device),) for r, c in [(1, 1), (1, 100), (100, 1), (33, 65),
                                                                         (1000, 257)]}
 
 
 def _transpose_run(fn: Callable, x: torch.Tensor):
     rows, cols = x.shape
-    out = _buffer(x.numel(), x.device.type)
-    _call(fn, x, out, rows, cols)
-    return _inside(out, x.numel()).view(cols, rows)
+    out = guarded_buffer(x.numel(), x.device.type)
+    checked_call(fn, x, out, rows, cols)
+    return inside_guard(out, x.numel()).view(cols, rows)
 
 
 def _matmul_cases(device: str) -> Cases:
-    g = _rng()
-    return {f"{m} x {k} @ {k} x {n}": (_randn(g, m, k, device=device), _randn(g, k, n, device=device))
+    g = seeded_rng()
+    return {f"{m} x {k} @ {k} x {n}": (randn_on(g, m, k, device=device), randn_on(g, k, n, device=device))
             for m, n, k in [(1, 1, 1), (16, 16, 16), (64, 48, 1), (17, 33, 65), (129, 65, 257)]}
 
 
 def _matmul_run(fn: Callable, a: torch.Tensor, b: torch.Tensor):
     (m, k), n = a.shape, b.shape[1]
-    c = _buffer(m * n, a.device.type)
-    _call(fn, a, b, c, m, n, k)
-    return _inside(c, m * n, "c").view(m, n)
+    c = guarded_buffer(m * n, a.device.type)
+    checked_call(fn, a, b, c, m, n, k)
+    return inside_guard(c, m * n, "c").view(m, n)
 
 
 # ----------------------------------------------------------------------------- 18-19: vectors, rows
 
 
 def _float4_cases(device: str) -> Cases:
-    g = _rng()
-    return {f"n={n}": (_randn(g, n, device=device),) for n in (1, 3, 4, 7, 1000, 1027, 100_003)}
+    g = seeded_rng()
+    return {f"n={n}": (randn_on(g, n, device=device),) for n in (1, 3, 4, 7, 1000, 1027, 100_003)}
 
 
 def _float4_run(fn: Callable, x: torch.Tensor):
-    out = _buffer(x.numel(), x.device.type)
-    _call(fn, x, out, -1.5, x.numel())
-    return _inside(out, x.numel())
+    out = guarded_buffer(x.numel(), x.device.type)
+    checked_call(fn, x, out, -1.5, x.numel())
+    return inside_guard(out, x.numel())
 
 
 def _softmax_cases(device: str) -> Cases:
-    g = _rng()
-    cases = {f"{r} x {c}": (_randn(g, r, c, device=device),) for r, c in [(1, 1), (3, 31), (5, 1000), (37, 4097)]}
-    cases["4 x 100, logits up to ~3000"] = (1000 * _randn(g, 4, 100, device=device),)
+    g = seeded_rng()
+    cases = {f"{r} x {c}": (randn_on(g, r, c, device=device),) for r, c in [(1, 1), (3, 31), (5, 1000), (37, 4097)]}
+    cases["4 x 100, logits up to ~3000"] = (1000 * randn_on(g, 4, 100, device=device),)
     return cases
 
 
 def _softmax_run(fn: Callable, x: torch.Tensor):
     rows, cols = x.shape
-    out = _buffer(x.numel(), x.device.type)
-    _call(fn, x, out, rows, cols)
-    return _inside(out, x.numel()).view(rows, cols)
+    out = guarded_buffer(x.numel(), x.device.type)
+    checked_call(fn, x, out, rows, cols)
+    return inside_guard(out, x.numel()).view(rows, cols)
 
 
 # ----------------------------------------------------------------------------- 20-21: sm_80 copies, tensor cores
 
 
 def _cp_async_cases(device: str) -> Cases:
-    g = _rng()
-    return {f"n={n}": (_randn(g, n, device=device),) for n in (1024, 3 * 1024, 1024 * 100)}
+    g = seeded_rng()
+    return {f"n={n}": (randn_on(g, n, device=device),) for n in (1024, 3 * 1024, 1024 * 100)}
 
 
 def _cp_async_run(fn: Callable, x: torch.Tensor):
-    out = _buffer(x.numel(), x.device.type)
-    _call(fn, x, out, x.numel())
-    return _inside(out, x.numel())
+    out = guarded_buffer(x.numel(), x.device.type)
+    checked_call(fn, x, out, x.numel())
+    return inside_guard(out, x.numel())
 
 
 def _wmma_cases(device: str) -> Cases:
-    g = _rng()
-    return {f"{m} x {k} @ {k} x {n}": (_randn(g, m, k, device=device, dtype=torch.float16),
-                                       _randn(g, k, n, device=device, dtype=torch.float16))
+    g = seeded_rng()
+    return {f"{m} x {k} @ {k} x {n}": (randn_on(g, m, k, device=device, dtype=torch.float16),
+                                       randn_on(g, k, n, device=device, dtype=torch.float16))
             for m, n, k in [(16, 16, 16), (32, 48, 64), (64, 16, 128)]}
 
 
 def _wmma_run(fn: Callable, a: torch.Tensor, b: torch.Tensor):
     (m, k), n = a.shape, b.shape[1]
-    c = _buffer(m * n, a.device.type)
-    _call(fn, a, b, c, m, n, k)
-    return _inside(c, m * n, "c").view(m, n)
+    c = guarded_buffer(m * n, a.device.type)
+    checked_call(fn, a, b, c, m, n, k)
+    return inside_guard(c, m * n, "c").view(m, n)
 
 
 # ----------------------------------------------------------------------------- the exercises, in order

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import torch
 
-from gpu_ml.cudalings import Cases, Cudaling, _buffer, _call, _inside, _randn, _rng
+from gpu_ml.cudalings import Cases, Cudaling, checked_call, guarded_buffer, inside_guard, randn_on, seeded_rng
 from gpu_ml.exercises.core import CudaExercise, Exercise
 
 HELLO = "cuda/01-basics/01_hello_cuda.ipynb"
@@ -20,18 +20,18 @@ def _saxpy_cases(device: str) -> Cases:
     """(n, blocks, threads): one element; grids far too small (each thread loops); more threads than elements;
     odd block sizes; a covering grid. y is updated in place, so an element done twice (a stride of blockDim.x
     alone, or a loop that ignores blockIdx) comes out wrong, not just repeated."""
-    g = _rng()
+    g = seeded_rng()
     shapes = [(1, 1, 32), (1000, 1, 32), (1000, 8, 1024), (4099, 3, 96), (100_003, 7, 96), (100_003, 391, 256)]
-    return {f"n={n}, {b} block(s) of {t}": (_randn(g, n, device=device), _randn(g, n, device=device), b, t)
+    return {f"n={n}, {b} block(s) of {t}": (randn_on(g, n, device=device), randn_on(g, n, device=device), b, t)
             for n, b, t in shapes}
 
 
 def _saxpy_run(fn: Callable, x: torch.Tensor, y: torch.Tensor, blocks: int, threads: int):
     n = x.numel()
-    buf = _buffer(n, x.device.type)
+    buf = guarded_buffer(n, x.device.type)
     buf[:n] = y  # updated in place, in a copy: y itself stays for the reference
-    _call(fn, 2.5, x, buf, n, blocks, threads)
-    return _inside(buf, n, "y")
+    checked_call(fn, 2.5, x, buf, n, blocks, threads)
+    return inside_guard(buf, n, "y")
 
 
 # Shapes (depth, rows, cols) with one side of 1, odd sizes, and several blocks of 8 x 8 x 4 along every axis.
@@ -45,9 +45,9 @@ def _index_3d_cases(device: str) -> Cases:
 
 def _index_3d_run(fn: Callable, depth: int, rows: int, cols: int, device: str):
     n = depth * rows * cols
-    outs = [_buffer(n + _EXTRA_3D, device, torch.int32) for _ in range(3)]
-    _call(fn, *outs, depth, rows, cols)
-    return tuple(_inside(buf, n, name).view(depth, rows, cols)
+    outs = [guarded_buffer(n + _EXTRA_3D, device, torch.int32) for _ in range(3)]
+    checked_call(fn, *outs, depth, rows, cols)
+    return tuple(inside_guard(buf, n, name).view(depth, rows, cols)
                  for buf, name in zip(outs, ("depth_of", "row_of", "col_of"), strict=True))
 
 
@@ -62,7 +62,7 @@ def _index_3d_ref(depth: int, rows: int, cols: int, device: str):
 def _table_lookup_cases(device: str) -> Cases:
     """(idx, table_size): the host builds table[k] = 1 + k / 4 and the kernel gathers table[idx[i]]. Random indices
     reach the last three quarters of the table, which a copy of table_size bytes (not floats) leaves unwritten."""
-    g = _rng()
+    g = seeded_rng()
 
     def ints(n: int, size: int) -> torch.Tensor:
         return torch.randint(0, size, (n,), generator=g, dtype=torch.int32).to(device)
@@ -74,9 +74,9 @@ def _table_lookup_cases(device: str) -> Cases:
 
 
 def _table_lookup_run(fn: Callable, idx: torch.Tensor, table_size: int):
-    out = _buffer(idx.numel(), idx.device.type)
-    _call(fn, idx, out, idx.numel(), table_size)
-    return _inside(out, idx.numel())
+    out = guarded_buffer(idx.numel(), idx.device.type)
+    checked_call(fn, idx, out, idx.numel(), table_size)
+    return inside_guard(out, idx.numel())
 
 
 def _staged_upload_cases(device: str) -> Cases:
@@ -87,9 +87,9 @@ def _staged_upload_cases(device: str) -> Cases:
 
 
 def _staged_upload_run(fn: Callable, n: int, chunk: int, device: str):
-    dst = _buffer(n, device)
-    _call(fn, dst, n, chunk)
-    return _inside(dst, n, "dst")
+    dst = guarded_buffer(n, device)
+    checked_call(fn, dst, n, chunk)
+    return inside_guard(dst, n, "dst")
 
 
 def _managed_scale_cases(device: str) -> Cases:
@@ -97,9 +97,9 @@ def _managed_scale_cases(device: str) -> Cases:
 
 
 def _managed_scale_run(fn: Callable, n: int, device: str):
-    out = _buffer(n, device)
-    _call(fn, out, n, -0.75)
-    return _inside(out, n)
+    out = guarded_buffer(n, device)
+    checked_call(fn, out, n, -0.75)
+    return inside_guard(out, n)
 
 
 # ----------------------------------------------------------------------------- 03_coalescing_and_occupancy
@@ -137,29 +137,29 @@ def _warp_sectors_call(fn: Callable, index: torch.Tensor, elem_bytes: int) -> to
 
 
 def _transpose_batched_cases(device: str) -> Cases:
-    g = _rng()
-    return {f"{b} x {r} x {c}": (_randn(g, b, r, c, device=device),)
+    g = seeded_rng()
+    return {f"{b} x {r} x {c}": (randn_on(g, b, r, c, device=device),)
             for b, r, c in [(1, 1, 1), (2, 1, 100), (3, 100, 1), (2, 31, 33), (5, 33, 65), (4, 100, 257)]}
 
 
 def _transpose_batched_run(fn: Callable, x: torch.Tensor):
     batch, rows, cols = x.shape
-    out = _buffer(x.numel(), x.device.type)
-    _call(fn, x, out, batch, rows, cols)
-    return _inside(out, x.numel()).view(batch, cols, rows)
+    out = guarded_buffer(x.numel(), x.device.type)
+    checked_call(fn, x, out, batch, rows, cols)
+    return inside_guard(out, x.numel()).view(batch, cols, rows)
 
 
 def _copy_occupancy_cases(device: str) -> Cases:
     """Up to 2^22 + 3 floats: more than the one-wave grid of any GPU covers with one thread per element."""
-    g = _rng()
-    return {f"n={n}": (_randn(g, n, device=device),) for n in (1, 1000, 100_003, 2**22 + 3)}
+    g = seeded_rng()
+    return {f"n={n}": (randn_on(g, n, device=device),) for n in (1, 1000, 100_003, 2**22 + 3)}
 
 
 def _copy_occupancy_run(fn: Callable, x: torch.Tensor):
     n = x.numel()
-    out, config = _buffer(n, x.device.type), _buffer(2, x.device.type, torch.int32)
-    _call(fn, x, out, n, config)
-    block, grid = _inside(config, 2, "config").tolist()
+    out, config = guarded_buffer(n, x.device.type), guarded_buffer(2, x.device.type, torch.int32)
+    checked_call(fn, x, out, n, config)
+    block, grid = inside_guard(config, 2, "config").tolist()
     if not (32 <= block <= 1024 and block % 32 == 0):
         raise AssertionError(f"config[0] is {block}: write the block size that cudaOccupancyMaxPotentialBlockSize "
                              "suggested (a multiple of 32, at most 1024)")
@@ -167,7 +167,7 @@ def _copy_occupancy_run(fn: Callable, x: torch.Tensor):
     if grid < 1 or grid % sms:
         raise AssertionError(f"config[1] is {grid}: write the minimum grid that cudaOccupancyMaxPotentialBlockSize "
                              f"returned (a whole number of blocks on each of the {sms} SMs)")
-    return _inside(out, n)
+    return inside_guard(out, n)
 
 
 EXERCISES: list[Exercise] = [

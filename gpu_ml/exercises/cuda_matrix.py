@@ -12,7 +12,17 @@ from collections.abc import Callable
 
 import torch
 
-from gpu_ml.cudalings import NAN, Cases, Cudaling, _buffer, _call, _error_name, _inside, _randn, _rng
+from gpu_ml.cudalings import (
+    NAN,
+    Cases,
+    Cudaling,
+    checked_call,
+    error_name,
+    guarded_buffer,
+    inside_guard,
+    randn_on,
+    seeded_rng,
+)
 from gpu_ml.exercises.core import CudaExercise, Exercise
 
 NAIVE = "cuda/02-matrix-ops/01_matmul_naive_to_shared.ipynb"
@@ -31,18 +41,18 @@ def _padded(x: torch.Tensor) -> torch.Tensor:
 def _pairs(shapes: list[tuple[int, int, int]], device: str, *, nt: bool = False,
            dtype: torch.dtype = torch.float32) -> Cases:
     """'M x N x K' -> (a of M x K, b of K x N, or of N x K when nt) with normal values."""
-    g = _rng()
-    return {f"M, N, K = {m}, {n}, {k}": (_randn(g, m, k, device=device, dtype=dtype),
-                                         _randn(g, *((n, k) if nt else (k, n)), device=device, dtype=dtype))
+    g = seeded_rng()
+    return {f"M, N, K = {m}, {n}, {k}": (randn_on(g, m, k, device=device, dtype=dtype),
+                                         randn_on(g, *((n, k) if nt else (k, n)), device=device, dtype=dtype))
             for m, n, k in shapes}
 
 
 def _matmul(fn: Callable, a: torch.Tensor, b: torch.Tensor, n: int, *extra) -> torch.Tensor:
     """Call fn(a, b, c, M, N, K, *extra) on padded copies of a and b and return c (M x N), guards checked."""
     m, k = a.shape
-    c = _buffer(m * n, a.device.type)
-    _call(fn, _padded(a), _padded(b), c, m, n, k, *extra)
-    return _inside(c, m * n, "C").view(m, n)
+    c = guarded_buffer(m * n, a.device.type)
+    checked_call(fn, _padded(a), _padded(b), c, m, n, k, *extra)
+    return inside_guard(c, m * n, "C").view(m, n)
 
 
 # ----------------------------------------------------------------------------- 01_matmul_naive_to_shared
@@ -67,9 +77,9 @@ NT_SMEM = 32 * 32 * 4 + 32 * 33 * 4  # As[32][32] and the padded Bs[32][33]
 
 
 def _sgemm_nt_run(fn: Callable, a: torch.Tensor, b: torch.Tensor):
-    smem = _buffer(1, a.device.type, torch.int32)
+    smem = guarded_buffer(1, a.device.type, torch.int32)
     c = _matmul(fn, a, b, b.shape[0], smem)
-    nbytes = int(_inside(smem, 1, "smem_bytes")[0])
+    nbytes = int(inside_guard(smem, 1, "smem_bytes")[0])
     if nbytes < NT_SMEM:
         raise AssertionError(f"the kernel's shared memory is {nbytes} bytes: the values are right, but the inner loop "
                              f"reads a column of Bs, a 32-way bank conflict; pad it to Bs[32][33] ({NT_SMEM} bytes "
@@ -134,13 +144,13 @@ def _vec_run(fn: Callable, a: torch.Tensor, b: torch.Tensor):
     (m, k), n = a.shape, b.shape[1]
     if not _refused(m, n, k):
         return _matmul(fn, a, b, n)
-    c = _buffer(m * n, a.device.type)
+    c = guarded_buffer(m * n, a.device.type)
     rc = fn(_padded(a), _padded(b), c, m, n, k)
     if rc != 1:
-        raise AssertionError(f"sgemm_vec_tile returned {rc} ({_error_name(rc)}) for M, N, K = {m}, {n}, {k}: "
+        raise AssertionError(f"sgemm_vec_tile returned {rc} ({error_name(rc)}) for M, N, K = {m}, {n}, {k}: "
                              "shapes that are not whole tiles must be refused with cudaErrorInvalidValue (1), "
                              "before any launch")
-    return _inside(c, m * n, "C").view(m, n)
+    return inside_guard(c, m * n, "C").view(m, n)
 
 
 def _vec_ref(a: torch.Tensor, b: torch.Tensor):

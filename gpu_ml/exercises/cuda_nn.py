@@ -7,7 +7,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from gpu_ml.cudalings import Cudaling, _buffer, _call, _inside, _rng
+from gpu_ml.cudalings import Cudaling, checked_call, guarded_buffer, inside_guard, seeded_rng
 from gpu_ml.exercises.core import Cases, CudaExercise, Exercise
 
 REDUCTIONS = "cuda/03-nn-components/01_reductions_and_warp_shuffles.ipynb"
@@ -25,7 +25,7 @@ ONE_LAUNCH_BLOCKS = 256  # the most blocks the stub's host function launches: th
 
 
 def _one_launch_cases(device: str) -> Cases:
-    g = _rng()
+    g = seeded_rng()
     return {"n=1": (torch.tensor([2.5], device=device),),
             "n=1000, normal": (torch.randn(1000, generator=g).to(device),),
             "n=4097, normal (2 blocks)": (torch.randn(4097, generator=g).to(device),),
@@ -36,18 +36,18 @@ def _one_launch_cases(device: str) -> Cases:
 def _one_launch_run(fn: Callable, x: torch.Tensor):
     """Two calls on the same counter: the second must find it at 0 again and give the same bits."""
     device = x.device.type
-    partials, counter = _buffer(ONE_LAUNCH_BLOCKS, device), _buffer(1, device, torch.int32)
+    partials, counter = guarded_buffer(ONE_LAUNCH_BLOCKS, device), guarded_buffer(1, device, torch.int32)
     counter[0] = 0
     outs = []
     for call in ("first", "second"):
-        out = _buffer(1, device)
-        _call(fn, x, partials, counter, out, x.numel())
-        left = int(_inside(counter, 1, "counter")[0])
+        out = guarded_buffer(1, device)
+        checked_call(fn, x, partials, counter, out, x.numel())
+        left = int(inside_guard(counter, 1, "counter")[0])
         if left != 0:
             raise AssertionError(f"after the {call} call the counter is {left}: the last block must reset it to 0, "
                                  "or the next call never finds its last block")
-        _inside(partials, ONE_LAUNCH_BLOCKS, "partials")
-        outs.append(_inside(out, 1))
+        inside_guard(partials, ONE_LAUNCH_BLOCKS, "partials")
+        outs.append(inside_guard(out, 1))
     if not outs[0].isnan().any() and not torch.equal(outs[0], outs[1]):  # (an out never written: compared below)
         raise AssertionError(f"two calls on the same input gave {outs[0].item()!r} and {outs[1].item()!r}: the last "
                              "block must add the partials in a fixed order (no atomicAdd on the result)")
@@ -60,7 +60,7 @@ MAX_BLOCKS = 1024  # the most blocks grid_max's first pass launches: the size of
 
 
 def _max_cases(device: str) -> Cases:
-    g = _rng()
+    g = seeded_rng()
     negative = -1 - torch.rand(100_003, generator=g)
     negative[-1] = -0.5  # the largest is the very last element
     masked = torch.randn(5000, generator=g)
@@ -74,10 +74,10 @@ def _max_cases(device: str) -> Cases:
 
 
 def _max_run(fn: Callable, x: torch.Tensor):
-    partials, out = _buffer(MAX_BLOCKS, x.device.type), _buffer(1, x.device.type)
-    _call(fn, x, partials, out, x.numel())
-    _inside(partials, MAX_BLOCKS, "partials")
-    return _inside(out, 1)
+    partials, out = guarded_buffer(MAX_BLOCKS, x.device.type), guarded_buffer(1, x.device.type)
+    checked_call(fn, x, partials, out, x.numel())
+    inside_guard(partials, MAX_BLOCKS, "partials")
+    return inside_guard(out, 1)
 
 
 # ----------------------------------------------------------------------------- 3.1: tree_plan (Python, on CPU)
@@ -108,7 +108,7 @@ def _tree_plan_call(fn: Callable, n: int) -> torch.Tensor:
 
 
 def _softmax_backward_cases(device: str) -> Cases:
-    g = _rng()
+    g = seeded_rng()
 
     def case(x: torch.Tensor) -> tuple:
         y = torch.softmax(x.double(), dim=1).float()
@@ -125,9 +125,9 @@ def _softmax_backward_cases(device: str) -> Cases:
 
 def softmax_backward_run(fn: Callable, y: torch.Tensor, dy: torch.Tensor):
     rows, cols = y.shape
-    dx = _buffer(y.numel(), y.device.type)
-    _call(fn, y, dy, dx, rows, cols)
-    return _inside(dx, y.numel(), "dx").view(rows, cols)
+    dx = guarded_buffer(y.numel(), y.device.type)
+    checked_call(fn, y, dy, dx, rows, cols)
+    return inside_guard(dx, y.numel(), "dx").view(rows, cols)
 
 
 def softmax_backward_ref(y: torch.Tensor, dy: torch.Tensor):
@@ -139,7 +139,7 @@ def softmax_backward_ref(y: torch.Tensor, dy: torch.Tensor):
 
 
 def _grouped_cases(device: str) -> Cases:
-    g = _rng()
+    g = seeded_rng()
     masked = 3 * torch.randn(9, 8, generator=g)
     masked[0, ::2] = -torch.inf  # masked positions
     masked[1, :] = -torch.inf  # a fully masked row: NaN, as torch.softmax gives
@@ -152,9 +152,9 @@ def _grouped_cases(device: str) -> Cases:
 
 def _grouped_run(fn: Callable, x: torch.Tensor):
     rows, cols = x.shape
-    y = _buffer(x.numel(), x.device.type)
-    _call(fn, x, y, rows, cols)
-    return _inside(y, x.numel(), "y").view(rows, cols)
+    y = guarded_buffer(x.numel(), x.device.type)
+    checked_call(fn, x, y, rows, cols)
+    return inside_guard(y, x.numel(), "y").view(rows, cols)
 
 
 # ----------------------------------------------------------------------------- 3.2: layer_norm_welford
@@ -163,7 +163,7 @@ EPS = 1e-5
 
 
 def _layer_norm_cases(device: str) -> Cases:
-    g = _rng()
+    g = seeded_rng()
 
     def case(rows: int, cols: int, mean: float = 0.0) -> tuple:
         x = mean + torch.randn(rows, cols, generator=g)
@@ -177,9 +177,9 @@ def _layer_norm_cases(device: str) -> Cases:
 
 def _layer_norm_run(fn: Callable, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor):
     rows, cols = x.shape
-    y = _buffer(x.numel(), x.device.type)
-    _call(fn, x, w, b, y, rows, cols, EPS)
-    return _inside(y, x.numel(), "y").view(rows, cols)
+    y = guarded_buffer(x.numel(), x.device.type)
+    checked_call(fn, x, w, b, y, rows, cols, EPS)
+    return inside_guard(y, x.numel(), "y").view(rows, cols)
 
 
 def _layer_norm_ref(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor):

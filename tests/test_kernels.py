@@ -110,6 +110,18 @@ def test_activation_refusals():
         act.act_forward(x, "relu", block_size=1000)
 
 
+@pytest.mark.parametrize("name", act.ACTIVATIONS)
+@pytest.mark.parametrize("block", [16, 128, 4096])
+def test_activation_block_sizes(name, block):
+    """The block size changes the grid, never the result (01_activations checks one such block per activation)."""
+    x, dy = 3 * torch.randn(301, device=DEVICE), torch.randn(301, device=DEVICE)
+    y64, dx64 = _torch_act(name, x.double(), dy.double())
+    y_t, dx_t = _torch_act(name, x, dy)
+    assert_as_accurate_as_torch(act.act_forward(x, name, block_size=block), y_t, y64, name=f"{name} {block} forward")
+    assert_as_accurate_as_torch(act.act_backward(x, dy, name, block_size=block), dx_t, dx64,
+                                name=f"{name} {block} backward")
+
+
 # --- cross-entropy (triton/03-nn-components/05_cross_entropy) ---------------------------------
 
 from gpu_ml.kernels.triton import cross_entropy as ce  # noqa: E402
@@ -271,6 +283,28 @@ def test_softmax_refusals():
         sm.softmax_backward(x, x[:, :5])
 
 
+@pytest.mark.skipif(not GPU, reason="rows this wide take minutes in Triton's interpreter")
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", [(300, 5000), (300, 8192), (7, 16384), (5, 32768), (3, 100_003)])
+def test_softmax_wide_rows(dtype, shape):
+    """The widths 02_softmax leaves to this file, in every dtype: 5000 (a 16-warp fused block), 8192 (300 rows: more
+    than the programs of the fused kernel an H200 holds at once, so the persistent loop turns), 16384 (the widest row
+    `softmax` sends to the fused kernel), 32768 with several rows and 100 003 (online only); the online kernel with
+    its default block and with blocks of 256; the backward in one block (up to 8192) and in two walks."""
+    x = (3 * torch.randn(shape, device=DEVICE)).to(dtype)
+    kinds = {"online": sm.softmax_online, "online block=256": lambda t: sm.softmax_online(t, block=256),
+             "dispatch": sm.softmax}
+    if shape[1] <= sm.FUSED_MAX_BLOCK:
+        kinds["fused"] = sm.softmax_fused
+    for kind, fn in kinds.items():
+        _softmax_check(fn, x, f"{kind} {shape}")
+    y, dy = torch.softmax(x, dim=-1), torch.randn(shape, device=DEVICE).to(dtype)
+    y64, dy64 = y.double(), dy.double()
+    exact = y64 * (dy64 - (dy64 * y64).sum(-1, keepdim=True))
+    theirs = torch.ops.aten._softmax_backward_data(dy, y, 1, dtype)
+    assert_as_accurate_as_torch(sm.softmax_backward(y, dy), theirs, exact, name=f"backward {shape}")
+
+
 # --- matmul (triton/02-matrix-ops/02_fast_matmul) ---------------------------------------------
 
 from gpu_ml.kernels.triton import matmul as mm  # noqa: E402
@@ -390,6 +424,71 @@ def test_linear_layer_refusals():
         lin.linear_forward(x, w, None, "tanh")
 
 
+def _linear_check(x, w, b, dy, activation, name):
+    """Our layer's y, dX, dW (and db) against torch in x's dtype and in float64."""
+    grads = {}
+    for label, fn, cast in (("ours", lin.linear, x.dtype), ("torch", None, x.dtype), ("exact", None, torch.float64)):
+        leaves = [t.detach().to(cast).requires_grad_() for t in (x, w, b) if t is not None]
+        xs, ws, bs = leaves[0], leaves[1], leaves[2] if b is not None else None
+        y = fn(xs, ws, bs, activation) if fn else TORCH_ACT[activation](F.linear(xs, ws, bs))
+        y.backward(dy.to(cast))
+        grads[label] = [y] + [t.grad for t in leaves]
+    for i, what in enumerate(("y", "dx", "dw", "db")[: len(grads["ours"])]):
+        assert_as_accurate_as_torch(grads["ours"][i], grads["torch"][i], grads["exact"][i], name=f"{what} {name}")
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("activation", lin.ACTIVATIONS)
+def test_linear_layer_no_bias(dtype, activation):
+    """No bias, every activation (the notebook runs GELU only)."""
+    x = torch.randn(33, 129, device=DEVICE).to(dtype)
+    w = (torch.randn(65, 129, device=DEVICE) / 129**0.5).to(dtype)
+    _linear_check(x, w, None, torch.randn(33, 65, device=DEVICE).to(dtype), activation, f"no bias {activation}")
+
+
+@pytest.mark.parametrize("dtype", [t for t in FLOATS if t != torch.bfloat16])
+@pytest.mark.parametrize("activation", lin.ACTIVATIONS)
+def test_linear_layer_extreme_pre_activations(dtype, activation):
+    """z from -1e4 to 1e4 (x = 1 through a 1 -> 13 layer whose weights are those values), every activation
+    (the notebook runs GELU only)."""
+    z = torch.tensor([-1e4, -100, -20, -5, -1, -1e-4, 0, 1e-4, 1, 5, 20, 100, 1e4], device=DEVICE)
+    x, b, dy = (torch.ones(2, 1, device=DEVICE), torch.zeros(13, device=DEVICE), torch.ones(2, 13, device=DEVICE))
+    _linear_check(x.to(dtype), z[:, None].to(dtype), b.to(dtype), dy.to(dtype), activation, f"extreme z {activation}")
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("activation", ["relu", "gelu_tanh"])
+@pytest.mark.parametrize("layout", ["contiguous", "expanded", "transposed", "extreme"])
+def test_linear_activation_grad_layouts(dtype, activation, layout):
+    """dZ = dY * act'(z), dY read through its strides; every (layout, activation) pair in every dtype (the
+    notebook gives each layout one activation per dtype, in rotation)."""
+    if layout == "extreme":
+        z = torch.tensor([[-1e4, -100, -20, -5, -1, -1e-4, 0, 1e-4, 1, 5, 20, 100, 1e4]], device=DEVICE).to(dtype)
+        dy = torch.ones_like(z)
+    else:
+        z = (torch.randn(37, 200, device=DEVICE) * 3).to(dtype)
+        dy = {"contiguous": lambda: torch.randn(37, 200, device=DEVICE).to(dtype),
+              "expanded": lambda: torch.ones((), device=DEVICE, dtype=dtype).expand(37, 200),
+              "transposed": lambda: torch.randn(200, 37, device=DEVICE).to(dtype).T}[layout]()
+    saved = F.relu(z) if activation == "relu" else z
+    zr, ze = z.detach().clone().requires_grad_(), z.double().requires_grad_()
+    (theirs,) = torch.autograd.grad(TORCH_ACT[activation](zr), zr, dy)
+    (exact,) = torch.autograd.grad(TORCH_ACT[activation](ze), ze, dy.double())
+    assert_as_accurate_as_torch(lin.activation_grad(dy, saved, activation), theirs, exact,
+                                name=f"dZ {layout} {activation}")
+
+
+@pytest.mark.parametrize("config", list(lin.CONFIGS))
+@pytest.mark.parametrize(("m", "k", "n"), [(1, 1, 1), (65, 37, 130)])
+def test_linear_matmul_rowsum_configs(config, m, k, n):
+    """matmul and the row sum on every tile configuration, A and B transposed views (the notebook forces the
+    1x1x1 product on one configuration only)."""
+    a, b = torch.randn(k, m, device=DEVICE).T, torch.randn(n, k, device=DEVICE).T
+    c, s = lin.matmul(a, b, with_rowsum=True, config=config)
+    torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(s, a.sum(1), rtol=1e-4, atol=1e-4)
+
+
 # --- FlashAttention (triton/05-flash-attention) -----------------------------------------------
 
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
@@ -404,6 +503,11 @@ FA_SHAPES = [  # (B, Hq, Hkv, Nq, Nk, causal, [B, N, H, d] views)
     (1, 2, 2, 17, 100, True, False), (1, 2, 2, 100, 17, False, False), (2, 4, 2, 33, 33, True, False),
     (1, 4, 1, 45, 45, False, True),
 ]
+FA_SHAPES += [  # the same shapes with the other mask: the notebooks run each mask at one head dim per shape
+    (1, 2, 2, 1, 1, True, False), (1, 2, 2, 17, 17, False, False), (1, 2, 2, 100, 100, True, False),
+    (1, 2, 2, 17, 100, False, False), (1, 2, 2, 100, 17, True, False), (2, 4, 2, 33, 33, False, False),
+    (1, 4, 1, 45, 45, True, True),
+] + ([(1, 2, 2, 257, 257, False, False), (1, 2, 2, 257, 257, True, False)] if GPU else [])  # 2 GPU tiles + 1 row
 
 
 def _attn_inputs(b, hq, hkv, nq, nk, d, dtype, transposed):
@@ -551,6 +655,24 @@ def test_norm_refusals_and_empty():
     assert y.shape == (0, 8) and dx.shape == (0, 8) and torch.equal(dw, torch.zeros(8, device=DEVICE))
 
 
+@pytest.mark.parametrize("kind", ["layer", "rms"])
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize(("M", "N"), [(300, 1), (1, 1025), (1, 4099), (300, 1025)])
+def test_norms_rest_of_notebook_matrix(kind, dtype, M, N):
+    """04_layernorm checks each width once per dtype. Of the rest of its matrix (1, 7, 300 rows x 1, 3, 1000, 1025,
+    4099 columns), the cases unlike test_norms_match_torch's: 300 rows of 1 element (on a GPU, one partial tile of
+    512 rows), a single wide row (M = 1 is compiled as a constant), and dW/db summed from many programs' partial rows
+    (150 on a GPU); with the forward's saved statistics."""
+    test_norms_match_torch(kind, dtype, M, N)
+    if kind == "layer":
+        x = (torch.randn(M, N, device=DEVICE) * 2 + 0.5).to(dtype)
+        w, b = torch.ones(N, device=DEVICE).to(dtype), torch.zeros(N, device=DEVICE).to(dtype)
+        _, mean, rstd = ln.layer_norm_fwd(x, w, b)
+        x64 = x.double()
+        torch.testing.assert_close(mean.double(), x64.mean(1), atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(rstd.double(), (x64.var(1, unbiased=False) + 1e-5).rsqrt(), atol=1e-3, rtol=1e-4)
+
+
 # --- CUDA track: the kernels cuda/03-nn-components exports (gpu_ml/kernels/cuda/*.cuh) ---------
 # One library includes every exported header and adds a thin `extern "C"` shim per launcher (the
 # lessons' own shims take the stream as an integer; these let %%cuda's wrapper fill it in). On a CPU
@@ -690,6 +812,32 @@ def test_cuda_layer_norm_kernels(cuda_kernels, dtype, rows, cols):
             assert dx.abs().max().item() == 0.0
         for name, ours, t, e in zip(("y", "dx", "dw", "db"), (y, dx, dw, db), theirs, exact, strict=True):
             assert_as_accurate_as_torch(ours, t, e, name=f"layer norm {name} vec={vec}")
+
+
+@needs_cuda_gpu
+@pytest.mark.parametrize("dtype", CUDA_DTYPES)
+@pytest.mark.parametrize(("rows", "cols"), [(100, 1028), (7, 16384)])
+def test_cuda_layer_norm_groups(cuda_kernels, dtype, rows, cols):
+    """Pairs of 02_softmax_and_layernorm's rows and widths that its shape list leaves out, at each G it checks: one
+    block for every row, 7 blocks, one block per row. 1028 columns are whole fp32 packs but single fp16 elements;
+    16384 is the widest row."""
+    x = (torch.randn(rows, cols, device="cuda") + 3).to(dtype)
+    w, b = torch.randn(cols, device="cuda").to(dtype), torch.randn(cols, device="cuda").to(dtype)
+    dy = torch.randn(rows, cols, device="cuda").to(dtype)
+    ln = lambda x, w, b: F.layer_norm(x, (cols,), w, b, eps=1e-5)
+    theirs, exact = _grads(ln, x, w, b, dy=dy, dtype=dtype), _grads(ln, x, w, b, dy=dy, dtype=torch.float64)
+    threads = _threads(cols)
+    for vec in (False, True) if _packs(cols, dtype) else (False,):
+        y, mean, rstd = torch.empty_like(x), torch.empty(rows, device="cuda"), torch.empty(rows, device="cuda")
+        _fn(cuda_kernels, "layer_norm_fwd", dtype).checked(x, w, b, y, mean, rstd, rows, cols, 1e-5, threads, vec)
+        assert_as_accurate_as_torch(y, theirs[0], exact[0], name=f"layer norm y vec={vec}")
+        for groups in sorted({1, 7, rows}):
+            dx, dw, db = torch.empty_like(x), torch.empty_like(w), torch.empty_like(b)
+            part = torch.empty(2 * groups * cols, device="cuda")
+            bwd = _fn(cuda_kernels, "layer_norm_bwd", dtype)
+            bwd.checked(dy, x, w, mean, rstd, dx, dw, db, part, rows, cols, max(256, threads), groups, vec)
+            for name, ours, t, e in zip(("dx", "dw", "db"), (dx, dw, db), theirs[1:], exact[1:], strict=True):
+                assert_as_accurate_as_torch(ours, t, e, name=f"layer norm {name} G={groups} vec={vec}")
 
 
 @needs_cuda_gpu

@@ -97,7 +97,7 @@ def triton_kernels() -> set[str]:
 
 
 def test_every_triton_kernel_compiles_for_every_arch(tmp_path):
-    """The launches of tests/test_kernels.py in the interpreter, compiled ahead of time for each target."""
+    """The launches of tests/test_kernels*.py in the interpreter, compiled ahead of time for each target."""
     launches = tmp_path / "launches.json"
     recorded = subprocess.run([sys.executable, str(HELPER), "record", str(launches)], capture_output=True,
                               text=True, timeout=1800, cwd=ROOT)

@@ -1,10 +1,10 @@
 """The Triton half of the architecture matrix (tests/test_arch_matrix.py), in two child processes.
 
-`record OUT.json`: run tests/test_kernels.py in Triton's interpreter and write down the launches of the kernels of
-gpu_ml.kernels (up to PER_KERNEL each): module and name, the argument types as Triton's JIT mangles them, the
-constexpr values and the launch options. These are the interpreter's shapes and configurations, not the GPU's
-tuned ones, and fp16 stands for bf16 (the interpreter has none): a check that every kernel compiles for each
-architecture, not of every configuration it may be given.
+`record OUT.json`: run tests/test_kernels.py and tests/test_kernels_matmul_attention.py in Triton's interpreter and
+write down the launches of the kernels of gpu_ml.kernels (up to PER_KERNEL each): module and name, the argument
+types as Triton's JIT mangles them, the constexpr values and the launch options. These are the interpreter's shapes
+and configurations, not the GPU's tuned ones, and fp16 stands for bf16 (the interpreter has none): a check that
+every kernel compiles for each architecture, not of every configuration it may be given.
 
 `compile IN.json ARCH...`: compile each of those specializations ahead of time for each target (`triton.compile`
 with a `GPUTarget`: no GPU needed) and print the failures as JSON. Two processes, because in interpreter mode
@@ -49,7 +49,8 @@ def record(out: Path) -> int:
 
     InterpretedFunction.run = run
     os.environ.pop("PYTEST_ADDOPTS", None)  # no xdist workers (CI's -n auto): the launches must happen here
-    code = pytest.main(["-q", "-p", "no:cacheprovider", "-x", str(ROOT / "tests" / "test_kernels.py")])
+    code = pytest.main(["-q", "-p", "no:cacheprovider", "-x", str(ROOT / "tests" / "test_kernels.py"),
+                        str(ROOT / "tests" / "test_kernels_matmul_attention.py")])
     out.write_text(json.dumps(list(seen.values()), indent=1))
     return int(code)
 

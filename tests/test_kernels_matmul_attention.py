@@ -1,0 +1,293 @@
+"""The exported matmul, linear-layer and FlashAttention kernels (`gpu_ml.kernels`) on awkward inputs, as
+tests/test_kernels.py tests the others (and with its criterion, tests/kernel_checks.py): a file of its own so that
+`gpu-ml test` runs the two halves side by side.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from kernel_checks import DEVICE, FLOATS, GPU, assert_as_accurate_as_torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from gpu_ml.kernels.triton import flash_attention as fa
+from gpu_ml.kernels.triton import flash_attention_backward as fab
+from gpu_ml.kernels.triton import linear as lin
+from gpu_ml.kernels.triton import matmul as mm
+from gpu_ml.validate import usable
+
+# --- matmul (triton/02-matrix-ops/02_fast_matmul) ---------------------------------------------
+
+
+def _tf32(t):
+    """fp32 cut to TF32's 10 mantissa bits, as tensor cores read fp32 registers in TF32 mode (truncated)."""
+    return (t.contiguous().view(torch.int32) & ~0x1FFF).view(torch.float32)
+
+
+def _torch_matmul(a, b):
+    """A product in the kernels' precision: fp32 tl.dot uses TF32 on a GPU, so the inputs are rounded to it
+    (cuBLAS decides for itself when it uses TF32, so torch.matmul cannot stand for it)."""
+    if GPU and a.dtype == torch.float32:
+        return (_tf32(a).double() @ _tf32(b).double()).float()
+    return a @ b
+
+
+MM_SHAPES = [(1, 1, 1), (17, 33, 65), (1, 70, 45), (70, 1, 45), (200, 130, 77), (64, 64, 256)]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize(("M", "N", "K"), MM_SHAPES)
+def test_matmul_grouped_with_epilogue(dtype, M, N, K):
+    a, b = torch.randn(M, K, device=DEVICE).to(dtype), torch.randn(K, N, device=DEVICE).to(dtype)
+    bias = torch.randn(N, device=DEVICE).to(dtype)
+    exact = torch.relu(a.double() @ b.double() + bias.double())
+    theirs = torch.relu(_torch_matmul(a, b) + bias)
+    ours = mm.matmul_grouped(a, b, bias, relu=True, BM=32, BN=32, BK=32, GROUP_M=2)
+    assert_as_accurate_as_torch(ours, theirs, exact, name=f"{M}x{N}x{K}")
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize(("M", "N", "K"), [(17, 33, 65), (0, 5, 7), (5, 0, 7), (5, 7, 0), (300, 136, 72)])
+def test_matmul_tuned_any_shape_and_dtype(dtype, M, N, K):
+    """The tuner may only pick configurations that fit the device (fp32 17x33x65 once picked one that did not)."""
+    a, b = torch.randn(M, K, device=DEVICE).to(dtype), torch.randn(K, N, device=DEVICE).to(dtype)
+    c = mm.matmul(a, b)
+    assert c.shape == (M, N) and c.dtype == dtype
+    assert_as_accurate_as_torch(c, _torch_matmul(a, b), a.double() @ b.double(), name=f"{M}x{N}x{K}")
+
+
+def test_matmul_views_and_refusals():
+    a = torch.randn(96, 80, device=DEVICE, dtype=torch.float16)
+    torch.testing.assert_close(mm.matmul_grouped(a.t(), a[:, ::2]), a.t() @ a[:, ::2], rtol=1e-2, atol=1e-2)
+    x = torch.randn(8, 8, device=DEVICE)
+    with pytest.raises(ValueError, match=r"need A \(M x K\)"):
+        mm.matmul(x, torch.randn(9, 8, device=DEVICE))
+    with pytest.raises(TypeError, match="dtypes differ"):
+        mm.matmul(x, x.half())
+    with pytest.raises(ValueError, match="must be 2-D"):
+        mm.matmul(x[None], x)
+    with pytest.raises(ValueError, match="contiguous"):
+        mm.matmul_grouped(x, x, bias=torch.zeros(16, device=DEVICE)[::2])
+
+
+@pytest.mark.skipif(not GPU or torch.cuda.get_device_capability()[0] < 9, reason="TMA needs Hopper")
+@pytest.mark.parametrize(("M", "N", "K"), [(1, 8, 8), (200, 136, 72), (1000, 1032, 200)])
+def test_matmul_tma_kernels(M, N, K):
+    a = torch.randn(M, K, device=DEVICE, dtype=torch.bfloat16)
+    b = torch.randn(K, N, device=DEVICE, dtype=torch.bfloat16)
+    exact = a.double() @ b.double()
+    for kw in (dict(BM=64, BN=128, BK=64, num_warps=4), dict(BM=128, BN=256, BK=64, persistent=True),
+               dict(BM=128, BN=256, BK=64, persistent=True, subtile=True)):
+        assert_as_accurate_as_torch(mm.matmul_tma(a, b, **kw), a @ b, exact, name=f"TMA {kw}")
+
+
+# --- linear layer (triton/03-nn-components/03_linear_layer) -----------------------------------
+
+
+TORCH_ACT = {"none": lambda z: z, "relu": F.relu, "gelu_tanh": lambda z: F.gelu(z, approximate="tanh")}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("activation", lin.ACTIVATIONS)
+@pytest.mark.parametrize(("M", "K", "N"), [(1, 3, 5), (33, 129, 65), (5, 1, 1), (0, 8, 4), (293, 70, 40)])
+def test_linear_layer_forward_and_gradients(dtype, activation, M, K, N):
+    x = torch.randn(M, K, device=DEVICE).to(dtype)
+    w = (torch.randn(N, K, device=DEVICE) / K**0.5).to(dtype)
+    b = torch.randn(N, device=DEVICE).to(dtype)
+    dy = torch.randn(M, N, device=DEVICE).to(dtype)
+    grads = {}
+    for label, fn, cast in (("ours", lin.linear, dtype), ("torch", None, dtype), ("exact", None, torch.float64)):
+        xs, ws, bs = (t.detach().to(cast).requires_grad_() for t in (x, w, b))
+        y = fn(xs, ws, bs, activation) if fn else TORCH_ACT[activation](F.linear(xs, ws, bs))
+        y.backward(dy.to(cast))
+        grads[label] = (y, xs.grad, ws.grad, bs.grad)
+    for i, what in enumerate(("y", "dx", "dw", "db")):
+        assert_as_accurate_as_torch(grads["ours"][i], grads["torch"][i], grads["exact"][i],
+                                    name=f"{what} {activation} {M}x{K}->{N}")
+
+
+def test_linear_layer_layouts_and_extremes():
+    x, w = torch.randn(70, 293, device=DEVICE).T, torch.randn(80, 70, device=DEVICE)[::2] / 70**0.5
+    b = torch.randn(40, device=DEVICE)
+    y, _ = lin.linear_forward(x, w, b, "relu")
+    torch.testing.assert_close(y, F.relu(F.linear(x, w, b)), rtol=1e-4, atol=1e-4)
+    z = torch.tensor([[-1e4, -100, -20, -5, -1, 0, 1, 5, 20, 100, 1e4, float("nan")]], device=DEVICE)
+    dy = torch.ones((), device=DEVICE).expand(z.shape)  # stride 0, as y.sum() gives
+    for activation in ("relu", "gelu_tanh"):
+        zr = z.clone().requires_grad_()
+        (expected,) = torch.autograd.grad(TORCH_ACT[activation](zr), zr, dy)
+        saved = F.relu(z) if activation == "relu" else z
+        torch.testing.assert_close(lin.activation_grad(dy, saved, activation), expected, equal_nan=True)
+
+
+def test_linear_layer_refusals():
+    x, w = torch.randn(8, 6, device=DEVICE), torch.randn(4, 6, device=DEVICE)
+    with pytest.raises(ValueError, match="in_features=5"):
+        lin.linear_forward(x, torch.randn(4, 5, device=DEVICE))
+    with pytest.raises(ValueError, match="contiguous"):
+        lin.linear_forward(x, w, torch.randn(8, device=DEVICE)[::2])
+    with pytest.raises(TypeError, match="dtypes differ"):
+        lin.linear_forward(x.half(), w)
+    with pytest.raises(ValueError, match="activation must be"):
+        lin.linear_forward(x, w, None, "tanh")
+
+
+def _linear_check(x, w, b, dy, activation, name):
+    """Our layer's y, dX, dW (and db) against torch in x's dtype and in float64."""
+    grads = {}
+    for label, fn, cast in (("ours", lin.linear, x.dtype), ("torch", None, x.dtype), ("exact", None, torch.float64)):
+        leaves = [t.detach().to(cast).requires_grad_() for t in (x, w, b) if t is not None]
+        xs, ws, bs = leaves[0], leaves[1], leaves[2] if b is not None else None
+        y = fn(xs, ws, bs, activation) if fn else TORCH_ACT[activation](F.linear(xs, ws, bs))
+        y.backward(dy.to(cast))
+        grads[label] = [y] + [t.grad for t in leaves]
+    for i, what in enumerate(("y", "dx", "dw", "db")[: len(grads["ours"])]):
+        assert_as_accurate_as_torch(grads["ours"][i], grads["torch"][i], grads["exact"][i], name=f"{what} {name}")
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("activation", lin.ACTIVATIONS)
+def test_linear_layer_no_bias(dtype, activation):
+    """No bias, every activation (the notebook runs GELU only)."""
+    x = torch.randn(33, 129, device=DEVICE).to(dtype)
+    w = (torch.randn(65, 129, device=DEVICE) / 129**0.5).to(dtype)
+    _linear_check(x, w, None, torch.randn(33, 65, device=DEVICE).to(dtype), activation, f"no bias {activation}")
+
+
+@pytest.mark.parametrize("dtype", [t for t in FLOATS if t != torch.bfloat16])
+@pytest.mark.parametrize("activation", lin.ACTIVATIONS)
+def test_linear_layer_extreme_pre_activations(dtype, activation):
+    """z from -1e4 to 1e4 (x = 1 through a 1 -> 13 layer whose weights are those values), every activation
+    (the notebook runs GELU only)."""
+    z = torch.tensor([-1e4, -100, -20, -5, -1, -1e-4, 0, 1e-4, 1, 5, 20, 100, 1e4], device=DEVICE)
+    x, b, dy = (torch.ones(2, 1, device=DEVICE), torch.zeros(13, device=DEVICE), torch.ones(2, 13, device=DEVICE))
+    _linear_check(x.to(dtype), z[:, None].to(dtype), b.to(dtype), dy.to(dtype), activation, f"extreme z {activation}")
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("activation", ["relu", "gelu_tanh"])
+@pytest.mark.parametrize("layout", ["contiguous", "expanded", "transposed", "extreme"])
+def test_linear_activation_grad_layouts(dtype, activation, layout):
+    """dZ = dY * act'(z), dY read through its strides; every (layout, activation) pair in every dtype (the
+    notebook gives each layout one activation per dtype, in rotation)."""
+    if layout == "extreme":
+        z = torch.tensor([[-1e4, -100, -20, -5, -1, -1e-4, 0, 1e-4, 1, 5, 20, 100, 1e4]], device=DEVICE).to(dtype)
+        dy = torch.ones_like(z)
+    else:
+        z = (torch.randn(37, 200, device=DEVICE) * 3).to(dtype)
+        dy = {"contiguous": lambda: torch.randn(37, 200, device=DEVICE).to(dtype),
+              "expanded": lambda: torch.ones((), device=DEVICE, dtype=dtype).expand(37, 200),
+              "transposed": lambda: torch.randn(200, 37, device=DEVICE).to(dtype).T}[layout]()
+    saved = F.relu(z) if activation == "relu" else z
+    zr, ze = z.detach().clone().requires_grad_(), z.double().requires_grad_()
+    (theirs,) = torch.autograd.grad(TORCH_ACT[activation](zr), zr, dy)
+    (exact,) = torch.autograd.grad(TORCH_ACT[activation](ze), ze, dy.double())
+    assert_as_accurate_as_torch(lin.activation_grad(dy, saved, activation), theirs, exact,
+                                name=f"dZ {layout} {activation}")
+
+
+@pytest.mark.parametrize("config", list(lin.CONFIGS))
+@pytest.mark.parametrize(("m", "k", "n"), [(1, 1, 1), (65, 37, 130)])
+def test_linear_matmul_rowsum_configs(config, m, k, n):
+    """matmul and the row sum on every tile configuration, A and B transposed views (the notebook forces the
+    1x1x1 product on one configuration only)."""
+    a, b = torch.randn(k, m, device=DEVICE).T, torch.randn(n, k, device=DEVICE).T
+    c, s = lin.matmul(a, b, with_rowsum=True, config=config)
+    torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(s, a.sum(1), rtol=1e-4, atol=1e-4)
+
+
+# --- FlashAttention (triton/05-flash-attention) -----------------------------------------------
+
+
+
+FA_DTYPES = usable((torch.float16, torch.bfloat16))
+FA_DIMS = (64, 128) if GPU else (16, 32)
+FA_SHAPES = [  # (B, Hq, Hkv, Nq, Nk, causal, [B, N, H, d] views)
+    (1, 2, 2, 1, 1, False, False), (1, 2, 2, 17, 17, True, False), (1, 2, 2, 100, 100, False, False),
+    (1, 2, 2, 17, 100, True, False), (1, 2, 2, 100, 17, False, False), (2, 4, 2, 33, 33, True, False),
+    (1, 4, 1, 45, 45, False, True),
+]
+FA_SHAPES += [  # the same shapes with the other mask: the notebooks run each mask at one head dim per shape
+    (1, 2, 2, 1, 1, True, False), (1, 2, 2, 17, 17, False, False), (1, 2, 2, 100, 100, True, False),
+    (1, 2, 2, 17, 100, False, False), (1, 2, 2, 100, 17, True, False), (2, 4, 2, 33, 33, False, False),
+    (1, 4, 1, 45, 45, True, True),
+] + ([(1, 2, 2, 257, 257, False, False), (1, 2, 2, 257, 257, True, False)] if GPU else [])  # 2 GPU tiles + 1 row
+
+
+def _attn_inputs(b, hq, hkv, nq, nk, d, dtype, transposed):
+    def make(h, n):
+        if transposed:
+            return torch.randn(b, n, h, d, device=DEVICE).to(dtype).transpose(1, 2)
+        return torch.randn(b, h, n, d, device=DEVICE).to(dtype)
+
+    return make(hq, nq), make(hkv, nk), make(hkv, nk), make(hq, nq)
+
+
+def _sdpa(q, k, v, do, causal, dtype):
+    """SDPA's output and gradients computed in `dtype` (float64: the reference; half: PyTorch's own error)."""
+    leaves = [t.detach().to(dtype).requires_grad_() for t in (q, k, v)]
+    if GPU and dtype != torch.float64:
+        torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True)
+    try:
+        with sdpa_kernel(SDPBackend.MATH):
+            out = F.scaled_dot_product_attention(*leaves, is_causal=causal, enable_gqa=True)
+    finally:
+        if GPU:
+            torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(False)
+    out.backward(do.to(dtype))
+    return [out.detach()] + [t.grad for t in leaves]
+
+
+@pytest.mark.parametrize("dtype", FA_DTYPES)
+@pytest.mark.parametrize("d", FA_DIMS)
+@pytest.mark.parametrize(("b", "hq", "hkv", "nq", "nk", "causal", "transposed"), FA_SHAPES)
+def test_flash_attention_forward_and_backward(dtype, d, b, hq, hkv, nq, nk, causal, transposed):
+    q, k, v, do = _attn_inputs(b, hq, hkv, nq, nk, d, dtype, transposed)
+    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+    o = fab.flash_attention(*leaves, causal)
+    o.backward(do)
+    ours = [o.detach()] + [t.grad for t in leaves]
+    exact, theirs = _sdpa(q, k, v, do, causal, torch.float64), _sdpa(q, k, v, do, causal, dtype)
+    for name, mine, t, e in zip(("O", "dQ", "dK", "dV"), ours, theirs, exact, strict=True):
+        assert_as_accurate_as_torch(mine, t, e, name=f"{name} {dtype} d={d}")
+    lse = fa.flash_attention_forward(q, k, v, causal)[1]
+    s = q.double() @ k.double().repeat_interleave(hq // hkv, 1).transpose(-2, -1) * d**-0.5
+    if causal:
+        s = s.masked_fill(torch.ones(nq, nk, dtype=torch.bool, device=DEVICE).triu(1), float("-inf"))
+    torch.testing.assert_close(lse.double(), torch.logsumexp(s, -1), atol=2e-3, rtol=1e-4)
+
+
+def test_flash_attention_large_scores():
+    """Logits with a standard deviation of ~30: the running maximum keeps exp from overflowing."""
+    q, k, v, _ = _attn_inputs(1, 2, 2, 64, 64, FA_DIMS[0], torch.float16, False)
+    o, _ = fa.flash_attention_forward(q * 30, k, v, causal=True)
+    ref = F.scaled_dot_product_attention((q * 30).double(), k.double(), v.double(), is_causal=True)
+    torch.testing.assert_close(o.double(), ref, atol=1e-2, rtol=1e-2)
+
+
+def test_flash_attention_refusals():
+    x = torch.randn(1, 2, 8, 32, device=DEVICE, dtype=torch.float16)
+    with pytest.raises(ValueError, match="shapes must be"):
+        fa.flash_attention_forward(x, x, x[..., :16])
+    with pytest.raises(ValueError, match="multiple of"):
+        fa.flash_attention_forward(torch.randn(1, 3, 8, 32, device=DEVICE, dtype=torch.float16), x, x)
+    with pytest.raises(ValueError, match="empty dimension"):
+        fa.flash_attention_forward(x[:, :, :0], x, x)
+    with pytest.raises(TypeError, match="supported: torch.float16"):
+        fa.flash_attention_forward(x.float(), x.float(), x.float())
+    with pytest.raises(ValueError, match="contiguous"):
+        z = torch.randn(1, 2, 32, 8, device=DEVICE, dtype=torch.float16).transpose(-2, -1)
+        fa.flash_attention_forward(z, z, z)
+    # [B, N, H, d] with N * H * d >= 2^31: 4.3 GB allocated, never written or read
+    wide = torch.empty(1, 2**17, 129, 128, device=DEVICE, dtype=torch.float16)
+    q = wide[:, :, :1].transpose(1, 2)
+    with pytest.raises(ValueError, match="int32 offsets"):
+        fa.flash_attention_forward(q, q, q)
+    q_ok = torch.zeros(q.shape, device=DEVICE, dtype=torch.float16)  # [1, 1, 2^17, 128] contiguous: accepted
+    lse = torch.zeros(q.shape[:3], device=DEVICE)
+    with pytest.raises(ValueError, match="do: the rows of one head span"):
+        fab.flash_attention_backward(q, q_ok, q_ok, q_ok, q_ok, lse)
+
+

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-import numpy as np
-import torch
+from typing import TYPE_CHECKING
 
-# Default tolerances by dtype: (atol, rtol). Half precision keeps ~3 decimal digits, bf16 ~2.
+import numpy as np
+
+if TYPE_CHECKING:
+    import torch
+
+# Default tolerances by dtype: (atol, rtol). Half precision keeps ~3 decimal digits, bf16 ~2. Keyed by name, so
+# that importing gpu_ml does not import torch (a `gpu-ml` command that runs a notebook leaves that to its kernel).
 _TOLERANCES = {
-    torch.float16: (1e-2, 1e-2),
-    torch.bfloat16: (2e-2, 2e-2),
-    torch.float32: (1e-5, 1e-5),
-    torch.float64: (1e-10, 1e-8),
+    "torch.float16": (1e-2, 1e-2),
+    "torch.bfloat16": (2e-2, 2e-2),
+    "torch.float32": (1e-5, 1e-5),
+    "torch.float64": (1e-10, 1e-8),
 }
 
 
@@ -29,11 +34,13 @@ def check(
     raises AssertionError naming the worst element, so a failing notebook cell says why. The
     relative error is taken over the elements whose |expected| is above atol.
     """
+    import torch
+
     if not isinstance(actual, torch.Tensor) or not isinstance(expected, torch.Tensor):
         raise TypeError(f"check() compares tensors, got {type(actual).__name__} and {type(expected).__name__}")
     if actual.shape != expected.shape:
         raise AssertionError(f"{name}: shape {tuple(actual.shape)} != expected {tuple(expected.shape)}")
-    default_atol, default_rtol = _TOLERANCES.get(expected.dtype, (0.0, 0.0))
+    default_atol, default_rtol = _TOLERANCES.get(str(expected.dtype), (0.0, 0.0))
     atol = default_atol if atol is None else atol
     rtol = default_rtol if rtol is None else rtol
     a = actual.detach().to("cpu", torch.float64)

@@ -37,8 +37,14 @@ def provenance() -> dict:
 
 def execute(path: Path, *, timeout: int = 1800, kernel: str = "python3") -> None:
     """Execute the notebook at `path` in its own folder and save it with outputs and provenance."""
+    import importlib
+    import threading
+
     import nbclient
     import nbformat
+
+    # provenance() needs torch: imported here while the kernel runs, not before it starts (seconds per notebook)
+    threading.Thread(target=importlib.import_module, args=("torch",), daemon=True).start()
 
     nb = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(

@@ -132,10 +132,18 @@ def _recording(tensors: dict[str, torch.Tensor], trace: Trace):
         return scope
 
     def device_call(self, *args, **kwargs):
-        """A @triton.jit function called from the traced kernel (tl.sum, say, outside interpreter mode): interpreted."""
+        """A @triton.jit function called from the traced kernel (tl.sum, say, outside interpreter mode): interpreted,
+        as InterpretedFunction.__call__ does, but with its patches of triton.language undone afterwards (Triton never
+        undoes them: harmless in interpreter mode, but on a GPU the compiler would then build with them)."""
         if self.fn not in interpreted:
             interpreted[self.fn] = interpreter.InterpretedFunction(self.fn)
-        return interpreted[self.fn](*args, **kwargs)
+        scope = interpreter._patch_lang(self.fn)
+        try:
+            return interpreted[self.fn].rewrite()(*args, **kwargs)
+        except Exception as exc:
+            raise interpreter.InterpreterError(repr(exc)) from exc
+        finally:
+            scope.restore()
 
     def load(ptrs, mask, other, *rest):
         safe = interpreter.TensorHandle(account("read", ptrs, mask), tl.int1)

@@ -97,6 +97,23 @@ def test_a_loop_over_a_scalar_argument_runs_with_triton_36s_interpreter(wrap, mo
     assert (t.tensors["x_ptr"].reads == 1).all() and t.tensors["z_ptr"].writes.tolist() == [1]
 
 
+def test_a_trace_undoes_every_patch_of_triton_language(wrap, monkeypatch):
+    """Triton's interpreter patches triton.language for each device-function call and never undoes it; after a
+    trace on a GPU, kernels compiled in the same process would be built with those patches (on the H200,
+    `gpu-ml exercises` then graded solved puzzles as unsolved). Every patch a trace makes is undone."""
+    from triton.runtime import interpreter
+
+    scopes, patch = [], interpreter._patch_lang
+
+    def recorded(fn):
+        scopes.append(patch(fn))
+        return scopes[-1]
+
+    monkeypatch.setattr(interpreter, "_patch_lang", recorded)
+    memviz.trace(wrap(add_twice), (3,), torch.arange(10.0), torch.zeros(10), 10, 4)  # calls TWICE, a jit function
+    assert len(scopes) >= 2 and not any(scope._changes for scope in scopes)
+
+
 def test_elements_written_by_several_programs_are_counted():
     t = memviz.trace(triton.jit(column_sum), (3,), torch.ones(3, 5), torch.zeros(5), 3, 5, 8)
     out = t.tensors["out_ptr"]

@@ -167,6 +167,15 @@ def nvcc() -> str:
     raise FileNotFoundError("nvcc not found: install the CUDA toolkit or set CUDA_HOME (see README, Troubleshooting)")
 
 
+def has_nvcc() -> bool:
+    """Whether nvcc() finds a compiler (CUDA cells then compile, with or without a GPU)."""
+    try:
+        nvcc()
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def default_arch() -> str:
     """nvcc -arch for this machine's GPU (sm_90a on an H100/H200; the emulated one under GPU_ML_EMULATE),
     or DEFAULT_ARCH without one."""

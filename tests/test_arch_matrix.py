@@ -61,15 +61,7 @@ def test_the_matrix_covers_every_cuda_cell():
     assert targets('%%cuda --arch sm_90a --timeout 9 --args "1 2"') == (("sm_90a",), [])
 
 
-def _have_nvcc() -> bool:
-    try:
-        cuda.nvcc()
-    except FileNotFoundError:
-        return False
-    return True
-
-
-@pytest.mark.skipif(not _have_nvcc(), reason="nvcc not found: CUDA cells cannot compile")
+@pytest.mark.skipif(not cuda.has_nvcc(), reason="nvcc not found: CUDA cells cannot compile")
 @pytest.mark.parametrize(("notebook", "index", "body", "arch", "flags"), CASES,
                          ids=[f"{nb} cell {i} {arch}" for nb, i, _, arch, _ in CASES])
 def test_cell_compiles_for_the_arch(notebook, index, body, arch, flags):

@@ -406,3 +406,13 @@ def test_build_notebook_fills_the_cache_that_running_the_notebook_uses(tmp_path,
         line, body = (ast.literal_eval(arg) for arg in call.args[1:])
         cuda.cuda_cell(line, body, {})
     assert set((tmp_path / "cuda").iterdir()) == cached  # nothing built twice
+
+
+def test_has_nvcc_says_whether_nvcc_is_found(monkeypatch):
+    assert cuda.has_nvcc()  # this module runs only where nvcc is found
+
+    def missing():
+        raise FileNotFoundError("nvcc not found")
+
+    monkeypatch.setattr(cuda, "nvcc", missing)
+    assert not cuda.has_nvcc()

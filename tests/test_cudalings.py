@@ -26,15 +26,7 @@ SOLUTIONS = ROOT / "solutions" / "cuda" / "00-cudalings"
 NAMES = [c.name for c in CUDALINGS]
 
 
-def _have_nvcc() -> bool:
-    try:
-        cuda.nvcc()
-    except FileNotFoundError:
-        return False
-    return True
-
-
-needs_nvcc = pytest.mark.skipif(not _have_nvcc(), reason="nvcc not found: CUDA cells cannot compile")
+needs_nvcc = pytest.mark.skipif(not cuda.has_nvcc(), reason="nvcc not found: CUDA cells cannot compile")
 needs_gpu = pytest.mark.skipif(not has_gpu(), reason="needs a CUDA GPU")
 
 

@@ -37,23 +37,15 @@ def _cuda_function(kind: str, name: str) -> cuda.CudaFunction:
     return cuda.load_library(cuda.build(source, library=True, arch=arch), source)[name]
 
 
-def _have_nvcc() -> bool:
-    try:
-        cuda.nvcc()
-    except FileNotFoundError:
-        return False
-    return True
-
-
 CUDA_NAMES = sorted(CUDA_EXERCISES)
-needs_nvcc = pytest.mark.skipif(not _have_nvcc(), reason="nvcc not found: CUDA cells cannot compile")
+needs_nvcc = pytest.mark.skipif(not cuda.has_nvcc(), reason="nvcc not found: CUDA cells cannot compile")
 needs_gpu = pytest.mark.skipif(not has_gpu(), reason="needs a CUDA GPU")
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _built_at_once():
     """Every stub and solution built in parallel before the tests, which then find them in the build cache."""
-    if not _have_nvcc():
+    if not cuda.has_nvcc():
         return
 
     def build(job: tuple[str, str]) -> None:

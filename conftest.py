@@ -9,11 +9,13 @@ import os
 import pytest
 
 from gpu_ml.env import has_gpu
+from gpu_ml.notebook import patch_interpreter
 
 HAS_GPU = has_gpu()
 if not HAS_GPU:
     # The notebook kernels inherit this, so kernels defined before setup() still interpret.
     os.environ["TRITON_INTERPRET"] = "1"
+    patch_interpreter()  # as setup() does
 
 
 @pytest.fixture(autouse=True)

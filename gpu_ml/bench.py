@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Sequence
 
 from gpu_ml.env import has_gpu
@@ -28,6 +29,22 @@ def bench(fn: Callable[[], object], *, cudagraph: bool = False, warmup: int = 25
     if cudagraph:
         return float(triton.testing.do_bench_cudagraph(fn, rep=rep or 20, return_mode="median"))
     return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep or 100, return_mode="median"))
+
+
+def bench_pair(baseline: Callable[[], object], ours: Callable[[], object], *, rounds: int = 3,
+               cudagraph: bool = True) -> tuple[float, float]:
+    """Median times in ms of `baseline` and `ours` over `rounds` alternating `bench` calls.
+
+    Alternating makes a drift of the GPU's clock between measurements affect both sides alike, and
+    the median of the rounds keeps one noisy measurement from deciding a ratio near 1.
+    """
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}")
+    base_ms, ours_ms = [], []
+    for _ in range(rounds):
+        base_ms.append(bench(baseline, cudagraph=cudagraph))
+        ours_ms.append(bench(ours, cudagraph=cudagraph))
+    return statistics.median(base_ms), statistics.median(ours_ms)
 
 
 def tflops(flops: float, ms: float) -> float:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from gpu_ml.notebook import patch_interpreter
 from gpu_ml.validate import span
 
 
@@ -122,14 +123,7 @@ def _recording(tensors: dict[str, torch.Tensor], trace: Trace):
 
     original_load, original_store = builder.create_masked_load, builder.create_masked_store
     original_call, interpreted = JITFunction.__call__, {}
-    original_patch = interpreter._patch_lang
-
-    def patch_lang(fn):
-        """Triton 3.6's interpreter takes int() of a scalar argument's 1-element array (`range(0, N, B)`),
-        a TypeError in recent NumPy (2.4); Triton 3.9's squeezes the array first, and so does this."""
-        scope = original_patch(fn)
-        scope.set_attr(tl.core.tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
-        return scope
+    patch_interpreter()  # before any program runs: Triton 3.6 + NumPy 2.4 fail a loop over a scalar argument
 
     def device_call(self, *args, **kwargs):
         """A @triton.jit function called from the traced kernel (tl.sum, say, outside interpreter mode): interpreted,
@@ -154,12 +148,12 @@ def _recording(tensors: dict[str, torch.Tensor], trace: Trace):
         return original_store(ptrs, value, safe, *rest)
 
     builder.create_masked_load, builder.create_masked_store = load, store
-    JITFunction.__call__, interpreter._patch_lang = device_call, patch_lang
+    JITFunction.__call__ = device_call
     try:
         yield
     finally:
         builder.create_masked_load, builder.create_masked_store = original_load, original_store
-        JITFunction.__call__, interpreter._patch_lang = original_call, original_patch
+        JITFunction.__call__ = original_call
 
 
 def _describe(address: int, ranges) -> str:

@@ -90,11 +90,35 @@ def setup(*, quiet: bool = False) -> Env:
                 "interpreter: restart the kernel and run the setup cell first."
             )
         os.environ["TRITON_INTERPRET"] = "1"
+        patch_interpreter()
     _prepare_ipython()
     env = detect()
     if not quiet:
         print(env.summary())
     return env
+
+
+def patch_interpreter() -> None:
+    """Let Triton's interpreter loop over a scalar argument (`range(0, N, B)`) with any NumPy.
+
+    Triton 3.6's interpreter takes int() of the argument's 1-element array there, a TypeError since
+    NumPy 2.4; Triton 3.9 squeezes the array first, and with this patch so does every version. It
+    wraps `triton.runtime.interpreter._patch_lang`; calling it again changes nothing.
+    """
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    original = interpreter._patch_lang
+    if getattr(original, "squeezes_index", False):
+        return
+
+    def patch_lang(fn):
+        scope = original(fn)
+        scope.set_attr(tl.core.tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+        return scope
+
+    patch_lang.squeezes_index, patch_lang.__wrapped__ = True, original
+    interpreter._patch_lang = patch_lang
 
 
 def pick(*, gpu, cpu):

@@ -1,9 +1,10 @@
 import math
+import sys
 
 import pytest
 import torch
 
-from gpu_ml import bench, gbps, geomean, sweep, tflops
+from gpu_ml import bench, bench_pair, gbps, geomean, sweep, tflops
 from gpu_ml import hardware as hw
 
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -15,6 +16,16 @@ def test_units():
     assert geomean([2.0, 8.0]) == pytest.approx(4.0)
     with pytest.raises(ValueError):
         geomean([1.0, 0.0])
+
+
+def test_bench_pair_alternates_and_takes_medians(monkeypatch):
+    calls, clock = [], iter([5.0, 1.0, 7.0, 2.0, 6.0, 9.0])  # baseline, ours, baseline, ours, ...
+    fake = lambda fn, cudagraph: calls.append((fn(), cudagraph)) or next(clock)  # noqa: E731
+    monkeypatch.setattr(sys.modules["gpu_ml.bench"], "bench", fake)
+    assert bench_pair(lambda: "base", lambda: "ours") == (6.0, 2.0)
+    assert calls == [("base", True), ("ours", True)] * 3
+    with pytest.raises(ValueError, match="rounds"):
+        bench_pair(lambda: None, lambda: None, rounds=0)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CPU behaviour")

@@ -2,10 +2,13 @@ import os
 import sys
 import types
 
+import numpy as np
 import pytest
 import torch
+import triton.language as tl
 
 import gpu_ml
+import triton
 from gpu_ml import check, expect_raises, pick
 from gpu_ml.env import Env
 
@@ -35,6 +38,39 @@ def test_setup_after_a_compiled_kernel_is_refused(monkeypatch):
     monkeypatch.setitem(sys.modules, "__main__", main)
     with pytest.raises(RuntimeError, match="my_kernel"):
         gpu_ml.setup(quiet=True)
+
+
+@triton.jit
+def _sum_in_steps(x_ptr, z_ptr, N, B: tl.constexpr):
+    acc = tl.zeros((B,), dtype=tl.float32)
+    for start in range(0, N, B):  # a loop over a scalar argument
+        offs = start + tl.arange(0, B)
+        acc += tl.load(x_ptr + offs, mask=offs < N, other=0.0)
+    tl.store(z_ptr, tl.sum(acc, axis=0))
+
+
+def test_patch_interpreter_lets_a_loop_over_a_scalar_argument_run_as_in_triton_39(monkeypatch):
+    """Triton 3.6's interpreter takes int() of the argument's 1-element array, which NumPy 2.4 refuses."""
+    from triton.runtime import interpreter
+
+    unpatched = getattr(interpreter._patch_lang, "__wrapped__", interpreter._patch_lang)
+    monkeypatch.setattr(interpreter, "_patch_lang", unpatched)  # restored after the test
+    patch_tensor = interpreter._patch_lang_tensor
+
+    def as_in_triton_36(tensor, scope):
+        patch_tensor(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data))
+
+    monkeypatch.setattr(interpreter, "_patch_lang_tensor", as_in_triton_36)
+    kernel, x, z = interpreter.InterpretedFunction(_sum_in_steps.fn), torch.arange(10.0), torch.zeros(1)
+    if np.lib.NumpyVersion(np.__version__) >= "2.4.0":
+        with pytest.raises(interpreter.InterpreterError, match="0-dimensional"):
+            kernel[(1,)](x, z, 10, 4)
+    gpu_ml.notebook.patch_interpreter()
+    gpu_ml.notebook.patch_interpreter()  # a second call changes nothing
+    assert interpreter._patch_lang.__wrapped__ is unpatched
+    kernel[(1,)](x, z, 10, 4)
+    assert z.item() == 45.0
 
 
 def test_env_arch():

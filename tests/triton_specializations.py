@@ -29,6 +29,10 @@ def record(out: Path) -> int:
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import mangle_type
 
+    from gpu_ml.notebook import patch_interpreter
+
+    patch_interpreter()  # as setup() does on a CPU: Triton 3.6 + NumPy 2.4 fail loops over scalar arguments
+
     seen: dict[str, dict] = {}
     original = InterpretedFunction.run
 

@@ -162,6 +162,8 @@ CANDIDATES += [  # used only where tma_ok(a, b): Hopper or newer
      lambda a, b: matmul_tma(a, b, 128, 256, 64, persistent=True, subtile=True)),
     ("persistent+subtile 128x256x64 w8 s4",
      lambda a, b: matmul_tma(a, b, 128, 256, 64, num_stages=4, persistent=True, subtile=True)),
+    ("persistent+subtile 128x256x64 w8 s3 group 16",
+     lambda a, b: matmul_tma(a, b, 128, 256, 64, GROUP_M=16, persistent=True, subtile=True)),
 ]
 _best: dict = {}
 

@@ -1,14 +1,16 @@
-"""The Triton half of the architecture matrix (tests/test_arch_matrix.py), in two child processes.
+"""The Triton half of the architecture matrix (tests/test_arch_matrix.py), in child processes.
 
-`record OUT.json`: run tests/test_kernels.py and tests/test_kernels_matmul_attention.py in Triton's interpreter and
-write down the launches of the kernels of gpu_ml.kernels (up to PER_KERNEL each): module and name, the argument
-types as Triton's JIT mangles them, the constexpr values and the launch options. These are the interpreter's shapes
-and configurations, not the GPU's tuned ones, and fp16 stands for bf16 (the interpreter has none): a check that
-every kernel compiles for each architecture, not of every configuration it may be given.
+`record OUT.json TEST_FILE...`: run the test files (tests/test_kernels.py, tests/test_kernels_matmul_attention.py)
+in Triton's interpreter and write down the launches of the kernels of gpu_ml.kernels (up to PER_KERNEL each):
+module and name, the argument types as Triton's JIT mangles them, the constexpr values and the launch options.
+These are the interpreter's shapes and configurations, not the GPU's tuned ones, and fp16 stands for bf16 (the
+interpreter has none): a check that every kernel compiles for each architecture, not of every configuration it may
+be given.
 
 `compile IN.json ARCH...`: compile each of those specializations ahead of time for each target (`triton.compile`
-with a `GPUTarget`: no GPU needed) and print the failures as JSON. Two processes, because in interpreter mode
-`@triton.jit` makes interpreted functions, which cannot be compiled.
+with a `GPUTarget`: no GPU needed) and print the failures as JSON. Separate processes, because in interpreter mode
+`@triton.jit` makes interpreted functions, which cannot be compiled; and several of each kind, run side by side
+(one per test file, one per target), because each takes minutes on one core.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ OPTIONS = ("num_warps", "num_stages")
 PER_KERNEL = 2  # specializations kept per kernel (the first seen with distinct argument types and constexprs)
 
 
-def record(out: Path) -> int:
+def record(out: Path, test_files: list[str]) -> int:
     os.environ["TRITON_INTERPRET"] = "1"
     import pytest
     from triton.runtime.interpreter import InterpretedFunction
@@ -53,8 +55,7 @@ def record(out: Path) -> int:
 
     InterpretedFunction.run = run
     os.environ.pop("PYTEST_ADDOPTS", None)  # no xdist workers (CI's -n auto): the launches must happen here
-    code = pytest.main(["-q", "-p", "no:cacheprovider", "-x", str(ROOT / "tests" / "test_kernels.py"),
-                        str(ROOT / "tests" / "test_kernels_matmul_attention.py")])
+    code = pytest.main(["-q", "-p", "no:cacheprovider", "-x", *test_files])
     out.write_text(json.dumps(list(seen.values()), indent=1))
     return int(code)
 
@@ -98,4 +99,4 @@ def compile_all(path: Path, archs: list[str]) -> int:
 
 if __name__ == "__main__":
     command, path, *rest = sys.argv[1:]
-    sys.exit(record(Path(path)) if command == "record" else compile_all(Path(path), rest))
+    sys.exit(record(Path(path), rest) if command == "record" else compile_all(Path(path), rest))

@@ -35,8 +35,17 @@ def provenance() -> dict:
     }
 
 
+# Run after a notebook's last cell, in its kernel, then removed: the most GPU memory PyTorch's allocator held.
+_PEAK_CELL = """import sys as _sys
+_torch = _sys.modules.get("torch")
+print(_torch.cuda.max_memory_reserved() if _torch is not None and _torch.cuda.is_initialized() else -1)"""
+
+
 def execute(path: Path, *, timeout: int = 1800, kernel: str = "python3") -> None:
-    """Execute the notebook at `path` in its own folder and save it with outputs and provenance."""
+    """Execute the notebook at `path` in its own folder and save it with outputs and provenance.
+
+    The provenance (`metadata.gpu_ml`) includes `peak_gpu_memory_gib`: the most GPU memory PyTorch's allocator
+    reserved in the notebook's kernel (None when it never used CUDA), what a smaller GPU must hold."""
     import importlib
     import threading
 
@@ -50,8 +59,10 @@ def execute(path: Path, *, timeout: int = 1800, kernel: str = "python3") -> None
     client = nbclient.NotebookClient(
         nb, timeout=timeout, kernel_name=kernel, resources={"metadata": {"path": str(path.parent)}}
     )
+    nb.cells.append(nbformat.v4.new_code_cell(_PEAK_CELL))
     client.execute()  # raises CellExecutionError on the first failing cell; the file is left untouched
-    nb.metadata["gpu_ml"] = provenance()
+    peak = int(nb.cells.pop().outputs[0]["text"])
+    nb.metadata["gpu_ml"] = provenance() | {"peak_gpu_memory_gib": round(peak / 2**30, 2) if peak >= 0 else None}
     nbformat.write(nb, path)
 
 

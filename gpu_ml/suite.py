@@ -176,7 +176,11 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
         print(f"\n--- {item} failed; the end of its output:\n{outcomes[item][2]}")
     print(f"\n{len(items) - len(failed)} of {len(items)} passed in {wall / 60:.1f} min of wall time "
           f"({sum(o[0] for o in outcomes.values()) / 60:.1f} min of item time)")
-    previous.update({item: {"seconds": round(s, 1), "passed": ok} for item, (s, ok, _) in outcomes.items()})
+    for item, (s, ok, _) in outcomes.items():
+        previous[item] = {"seconds": round(s, 1), "passed": ok}
+        if save and ok and item.endswith(".ipynb"):  # gpu-ml execute wrote its peak into the notebook
+            previous[item]["peak_gpu_memory_gib"] = json.loads((root / item).read_text())["metadata"].get(
+                "gpu_ml", {}).get("peak_gpu_memory_gib")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"gpu": gpu_name, "date": datetime.date.today().isoformat(), "workers": workers,
                                 "test_workers": test_workers, "wall_s": round(wall, 1),

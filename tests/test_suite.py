@@ -77,6 +77,11 @@ def test_main_runs_reports_and_records(tmp_path, monkeypatch, capsys):
     ran.clear()
     assert suite.main(["triton/a.ipynb"], root=tmp_path, runner=runner) == 0
     assert ran == [("triton/a.ipynb", None)]
+    # with --save, gpu-ml execute wrote the notebook's peak GPU memory into it: the record keeps it
+    (tmp_path / "triton/a.ipynb").write_text(json.dumps({"metadata": {"gpu_ml": {"peak_gpu_memory_gib": 3.25}}}))
+    assert suite.main(["triton/a.ipynb"], save=True, root=tmp_path, runner=runner) == 0
+    record = json.loads((tmp_path / "results" / "suite" / "cpu.json").read_text())
+    assert record["items"]["triton/a.ipynb"] == {"seconds": 2.0, "passed": True, "peak_gpu_memory_gib": 3.25}
     with pytest.raises(ValueError, match="not notebooks or test files of the suite: triton/nope.ipynb"):
         suite.main(["triton/nope.ipynb"], root=tmp_path, runner=runner)
 

@@ -29,6 +29,8 @@ def _seeded() -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped without one)")
+    config.addinivalue_line("markers", "cpu_only: a test file that never touches a GPU (gpu-ml test runs it beside "
+                            "the notebooks)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

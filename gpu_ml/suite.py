@@ -4,7 +4,8 @@ Each item runs in its own process: a notebook through pytest/nbval (or, with `sa
 `gpu-ml execute`, which writes its outputs back), a test file through pytest. First the test files,
 several at once (they time nothing that a neighbour could disturb), on the GPUs in turn, while every
 notebook's `%%cuda` cells are compiled into the build cache on the other cores; then the notebooks,
-whose benchmarks need a GPU to themselves: one worker per GPU (`CUDA_VISIBLE_DEVICES`). Each worker
+whose benchmarks need a GPU to themselves: one worker per GPU (`CUDA_VISIBLE_DEVICES`). Test files that
+never touch a GPU (`pytestmark = pytest.mark.cpu_only`) run beside the notebooks instead, on the spare cores. Each worker
 takes the items planned for it, longest first, from the times of the last run. `shard` runs one part
 of the suite (i of n). Each item's time and result are recorded in results/suite/<gpu>.json, which
 the next run plans with.
@@ -26,6 +27,7 @@ from pathlib import Path
 from gpu_ml.results import project_root, slug
 
 TESTPATHS = ("00-prerequisites", "triton", "cuda", "transformer-math")  # notebooks; test files are under tests/
+CPU_ONLY = "pytestmark = pytest.mark.cpu_only"  # the line that marks a test file as never touching a GPU
 DEFAULT_SECONDS = 60.0  # the planning guess for an item without a recorded time
 Outcome = tuple[float, bool, str]  # seconds, passed, the end of its output
 
@@ -151,13 +153,16 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
     test_workers = test_workers or min(8, cores)
     tests = [i for i in items if not i.endswith(".ipynb")]
     notebooks = [i for i in items if i.endswith(".ipynb")]
+    beside = [t for t in tests if notebooks and CPU_ONLY in (root / t).read_text()]  # run beside the notebooks
+    tests = [t for t in tests if t not in beside]
     if prebuild is None and gpu_count:
         prebuild = functools.partial(build_cuda_cells, root=root, processes=max(1, cores - test_workers))
     path = record_path(root, gpu_name)
     previous = json.loads(path.read_text())["items"] if path.exists() else {}
     seconds = {k: v["seconds"] for k, v in previous.items()}
     print(f"{len(tests)} test files on {test_workers} worker(s), then {len(notebooks)} notebooks on {workers} "
-          f"worker(s) ({gpu_name}){'; notebook outputs saved' if save else ''}", flush=True)
+          f"worker(s) beside {len(beside)} CPU-only test files ({gpu_name}){'; notebook outputs saved' if save else ''}",
+          flush=True)
     runner = runner or (lambda item, gpu: run_item(item, gpu, save, timeout, root))
     start = time.perf_counter()
     built: list[str] = []
@@ -169,7 +174,12 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
         builder.join()
         print(built[0] if built else "building the CUDA cells failed", flush=True)
     if notebooks:
+        side: dict[str, Outcome] = {}
+        cpu_tests = threading.Thread(target=lambda: side.update(run(plan(beside, test_workers, seconds), runner, 0)))
+        cpu_tests.start()
         outcomes |= run(plan(notebooks, workers, seconds), runner, gpus=gpu_count)
+        cpu_tests.join()
+        outcomes |= side
     wall = time.perf_counter() - start
     failed = [item for item, (_, passed, _) in outcomes.items() if not passed]
     for item in failed:

@@ -21,6 +21,8 @@ import pytest
 from gpu_ml import cuda
 from gpu_ml.suite import TESTPATHS
 
+pytestmark = pytest.mark.cpu_only  # compiles for GPUs, runs none: gpu-ml test runs it beside the notebooks
+
 ROOT = Path(__file__).resolve().parents[1]
 TARGETS = ("sm_75", "sm_80", "sm_89", "sm_90a")
 

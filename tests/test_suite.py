@@ -43,9 +43,10 @@ def test_commands():
 
 def test_main_runs_reports_and_records(tmp_path, monkeypatch, capsys):
     (tmp_path / "pyproject.toml").write_text("")
-    for path in ("triton/a.ipynb", "cuda/b.ipynb", "tests/test_c.py"):
+    for path in ("triton/a.ipynb", "cuda/b.ipynb", "tests/test_c.py", "tests/test_d.py"):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text("")
+    (tmp_path / "tests/test_d.py").write_text(f"import pytest\n\n{suite.CPU_ONLY}\n")
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
     ran = []
 
@@ -60,12 +61,12 @@ def test_main_runs_reports_and_records(tmp_path, monkeypatch, capsys):
         return "built 0 %%cuda cells"
 
     assert suite.main(workers=2, test_workers=3, root=tmp_path, runner=runner, prebuild=prebuild) == 1
-    assert ran[0] == ("tests/test_c.py", None)  # the test files first, then the notebooks
-    assert sorted(ran[1:]) == [("cuda/b.ipynb", None), ("triton/a.ipynb", None)]
+    assert ran[0] == ("tests/test_c.py", None)  # the test files first, then the notebooks beside the CPU-only one
+    assert sorted(ran[1:]) == [("cuda/b.ipynb", None), ("tests/test_d.py", None), ("triton/a.ipynb", None)]
     assert built[0][0] == ["cuda/b.ipynb", "triton/a.ipynb"] and ("cuda/b.ipynb", None) not in built[0][1]
     out = capsys.readouterr().out
-    assert "FAIL" in out and "cuda/b.ipynb failed" in out and "2 of 3 passed" in out and "built 0 %%cuda" in out
-    assert "1 test files on 3 worker(s), then 2 notebooks on 2 worker(s)" in out
+    assert "FAIL" in out and "cuda/b.ipynb failed" in out and "3 of 4 passed" in out and "built 0 %%cuda" in out
+    assert "1 test files on 3 worker(s), then 2 notebooks on 2 worker(s) beside 1 CPU-only test files" in out
     record = json.loads((tmp_path / "results" / "suite" / "cpu.json").read_text())
     assert record["workers"] == 2 and record["test_workers"] == 3
     assert record["items"]["triton/a.ipynb"] == {"seconds": 2.0, "passed": True}

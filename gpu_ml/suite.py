@@ -5,8 +5,8 @@ Each item runs in its own process: a notebook through pytest/nbval (or, with `sa
 several at once (they time nothing that a neighbour could disturb), on the GPUs in turn, while every
 notebook's `%%cuda` cells are compiled into the build cache on the other cores; then the notebooks,
 whose benchmarks need a GPU to themselves: one worker per GPU (`CUDA_VISIBLE_DEVICES`). Test files that
-never touch a GPU (`pytestmark = pytest.mark.cpu_only`) run beside the notebooks instead, on the spare cores. Each worker
-takes the items planned for it, longest first, from the times of the last run. `shard` runs one part
+never touch a GPU (`pytestmark = pytest.mark.cpu_only`) run beside the notebooks instead, on the spare cores.
+Each worker takes the items planned for it, longest first, from the times of the last run. `shard` runs one part
 of the suite (i of n). Each item's time and result are recorded in results/suite/<gpu>.json, which
 the next run plans with.
 """
@@ -161,8 +161,8 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
     previous = json.loads(path.read_text())["items"] if path.exists() else {}
     seconds = {k: v["seconds"] for k, v in previous.items()}
     print(f"{len(tests)} test files on {test_workers} worker(s), then {len(notebooks)} notebooks on {workers} "
-          f"worker(s) beside {len(beside)} CPU-only test files ({gpu_name}){'; notebook outputs saved' if save else ''}",
-          flush=True)
+          f"worker(s) beside {len(beside)} CPU-only test files ({gpu_name})"
+          f"{'; notebook outputs saved' if save else ''}", flush=True)
     runner = runner or (lambda item, gpu: run_item(item, gpu, save, timeout, root))
     start = time.perf_counter()
     built: list[str] = []

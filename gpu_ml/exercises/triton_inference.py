@@ -1,0 +1,58 @@
+"""Exercises of triton/07-llm-inference: the slot of each token in a paged KV cache, and the blocks a batch that
+shares a prompt holds, graded against the lesson's own PagedKVCache (gpu_ml.kernels.triton.paged_kv)."""
+
+from __future__ import annotations
+
+import torch
+
+from gpu_ml.exercises.core import Cases, Exercise
+from gpu_ml.validate import kernel_device
+
+_NB = "triton/07-llm-inference/01_paged_kv_cache.ipynb"
+
+
+def _slot_cases() -> Cases:
+    """Non-adjacent blocks, positions in and out of order, one block, a position at a block's last slot."""
+    g = torch.Generator().manual_seed(0)
+    table = torch.tensor([7, 2, 9, 0, 5])
+    return {name: (t.to(kernel_device()), p.to(kernel_device()), bs) for name, (t, p, bs) in {
+        "block 4, every position": (table, torch.arange(20), 4),
+        "block 16, shuffled positions": (table, torch.randperm(80, generator=g), 16),
+        "one block": (torch.tensor([3]), torch.arange(8), 8),
+        "last slots": (table, torch.tensor([3, 7, 11, 15, 19]), 4),
+    }.items()}
+
+
+def _slot_reference(block_table: torch.Tensor, positions: torch.Tensor, block_size: int) -> torch.Tensor:
+    return block_table[positions // block_size] * block_size + positions % block_size
+
+
+def _shared_prefix_blocks(prefix_len: int, lengths: tuple[int, ...], block_size: int) -> torch.Tensor:
+    """Run it: a prompt of prefix_len tokens, forked once per request, the prompt freed, then every request
+    written up to its length; the blocks the pool holds at the end."""
+    from gpu_ml.kernels.triton.paged_kv import PagedKVCache
+
+    most = -(-prefix_len // block_size) + sum(-(-n // block_size) for n in lengths)  # never more held at once
+    cache = PagedKVCache(most + 1, block_size, 1, 1, dtype=torch.float32)
+    cache.add("prompt")
+    cache.append("prompt", torch.zeros(prefix_len, 1, 1), torch.zeros(prefix_len, 1, 1))
+    for i in range(len(lengths)):
+        cache.fork("prompt", i)
+    cache.free_sequence("prompt")
+    for i, n in enumerate(lengths):
+        cache.append(i, torch.zeros(n - prefix_len, 1, 1), torch.zeros(n - prefix_len, 1, 1))
+    return torch.tensor(float(cache.blocks_in_use()), dtype=torch.float64)
+
+
+EXERCISES = [
+    Exercise("slot_mapping", _NB, "slot_mapping", _slot_cases, reference=_slot_reference,
+             call=lambda fn, *args: fn(*args), atol=0, rtol=0),
+    # A prompt that fills whole blocks, one that ends inside a block (copy on write), a request that never writes
+    # past the prompt (it keeps sharing the prompt's last block), no prompt at all.
+    Exercise("shared_prefix_blocks", _NB, "shared_prefix_blocks",
+             lambda: {f"prefix={p} lengths={ls} block={bs}": (p, ls, bs) for p, ls, bs in (
+                 (32, (40, 33, 100), 16), (10, (11, 30, 64, 17), 4), (10, (10, 12), 4), (0, (5, 9, 16), 8),
+                 (100, (100, 100), 16))},
+             reference=_shared_prefix_blocks,
+             call=lambda fn, *args: torch.tensor(float(fn(*args)), dtype=torch.float64), atol=0, rtol=0),
+]

@@ -1,6 +1,6 @@
-"""The exported matmul, linear-layer and FlashAttention kernels (`gpu_ml.kernels`) on awkward inputs, as
-tests/test_kernels.py tests the others (and with its criterion, tests/kernel_checks.py): a file of its own so that
-`gpu-ml test` runs the two halves side by side.
+"""The exported matmul, linear-layer, FlashAttention and paged-attention kernels (`gpu_ml.kernels`) on awkward
+inputs, as tests/test_kernels.py tests the others (and with its criterion, tests/kernel_checks.py): a file of its
+own so that `gpu-ml test` runs the two halves side by side.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from gpu_ml.kernels.triton import flash_attention as fa
 from gpu_ml.kernels.triton import flash_attention_backward as fab
 from gpu_ml.kernels.triton import linear as lin
 from gpu_ml.kernels.triton import matmul as mm
+from gpu_ml.kernels.triton import paged_attention as pa
 from gpu_ml.validate import usable
 
 # --- matmul (triton/02-matrix-ops/02_fast_matmul) ---------------------------------------------
@@ -291,3 +292,74 @@ def test_flash_attention_refusals():
         fab.flash_attention_backward(q, q_ok, q_ok, q_ok, q_ok, lse)
 
 
+
+
+# --- paged decode attention (triton/07-llm-inference/02_paged_attention) ------------------------
+
+
+def _paged_case(lengths, n_heads, n_kv_heads, d, page, dtype, seed=0):
+    """A pool with the sequences' K and V in shuffled blocks, the queries, tables and lengths."""
+    import random
+
+    from gpu_ml.kernels.triton.paged_kv import PagedKVCache
+
+    g = torch.Generator().manual_seed(seed)
+    cache = PagedKVCache(sum(-(-n // page) for n in lengths) + 2, page, n_kv_heads, d, dtype=dtype, device=DEVICE)
+    random.Random(seed).shuffle(cache.free)
+    for i, n in enumerate(lengths):
+        cache.add(i)
+        cache.append(i, *(torch.randn(n, n_kv_heads, d, generator=g).to(DEVICE, dtype) for _ in "kv"))
+    tables, lens = cache.block_tables(list(range(len(lengths))))
+    q = torch.randn(len(lengths), n_heads, d, generator=g).to(DEVICE, dtype)
+    return cache, q, tables.clamp(min=0), lens
+
+
+def _paged_reference(q, cache, dtype):
+    out = []
+    for i in range(q.shape[0]):
+        k, v = (t.transpose(0, 1).to(dtype) for t in cache.gather(i))
+        out.append(F.scaled_dot_product_attention(q[i, :, None].to(dtype), k, v, enable_gqa=True)[:, 0])
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize(("n_heads", "n_kv_heads"), [(8, 2), (4, 1), (2, 2)])
+@pytest.mark.parametrize("page", [16, 5, 64])
+@pytest.mark.parametrize("splits", [1, 4])
+def test_paged_attention_matches_sdpa_on_the_gathered_cache(dtype, n_heads, n_kv_heads, page, splits):
+    lengths = [1, 15, 16, 17, 1000 if GPU else 130] + ([32767] if GPU and page == 16 else [])
+    cache, q, tables, lens = _paged_case(lengths, n_heads, n_kv_heads, 64 if GPU else 16, page, dtype)
+    ours = pa.paged_attention(q, cache.k, cache.v, tables, lens, splits=splits)
+    assert ours.dtype == dtype and ours.shape == q.shape
+    assert_as_accurate_as_torch(ours, _paged_reference(q, cache, dtype), _paged_reference(q, cache, torch.float64),
+                                name=f"paged attention {dtype} {n_heads}/{n_kv_heads} page {page} splits {splits}")
+
+
+def test_paged_attention_on_a_pool_that_holds_other_sequences_and_an_empty_batch():
+    cache, q, tables, lens = _paged_case([40, 3, 77], 4, 2, 16, 8, torch.float32, seed=3)
+    one = pa.paged_attention(q[1:2], cache.k, cache.v, tables[1:2], lens[1:2], splits=8)  # splits past its end
+    torch.testing.assert_close(one, _paged_reference(q, cache, torch.float64)[1:2].float(), rtol=1e-5, atol=1e-6)
+    empty = pa.paged_attention(q[:0], cache.k, cache.v, tables[:0], lens[:0])
+    assert empty.shape == (0, 4, 16)
+
+
+def test_paged_attention_refuses_before_launching():
+    cache, q, tables, lens = _paged_case([5, 9], 8, 2, 16, 4, torch.float32)
+    bad = tables.clone()
+    bad[1, 2] = cache.k.shape[0]
+    cases = [((q, cache.k, cache.v, bad, lens), ValueError, r"block_tables\[1, 2\] = 7 points outside the pool"),
+             ((q, cache.k, cache.v, -tables - 1, lens), ValueError, "points outside the pool"),
+             ((q, cache.k, cache.v, tables, lens + 4), ValueError, "longer than a block table of 3 blocks of 4"),
+             ((q[:, :7], cache.k, cache.v, tables, lens), ValueError, "7 query heads must be a multiple of the pool"),
+             ((q, cache.k, cache.v, tables, lens * 0), ValueError, "at least one token"),
+             ((q, cache.k, cache.v, tables.long(), lens), TypeError, "block_tables has dtype torch.int64"),
+             ((q.half(), cache.k, cache.v, tables, lens), ValueError, "in q's dtype"),
+             ((q, cache.k, cache.v[..., :8], tables, lens), ValueError, "must match"),
+             ((q[..., :8], cache.k[..., :8], cache.v[..., :8], tables, lens), ValueError, "power of two >= 16"),
+             ((q[:1], cache.k, cache.v, tables, lens), ValueError, "1 queries, but 2 block tables"),
+             ((q[:, :, None], cache.k, cache.v, tables, lens), ValueError, "must be 3-D")]
+    for args, error, match in cases:
+        with pytest.raises(error, match=match):
+            pa.paged_attention(*args)
+    with pytest.raises(ValueError, match="splits must be a power of two"):
+        pa.paged_attention(q, cache.k, cache.v, tables, lens, splits=3)

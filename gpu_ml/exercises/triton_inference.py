@@ -1,5 +1,6 @@
-"""Exercises of triton/07-llm-inference: the slot of each token in a paged KV cache, and the blocks a batch that
-shares a prompt holds, graded against the lesson's own PagedKVCache (gpu_ml.kernels.triton.paged_kv)."""
+"""Exercises of triton/07-llm-inference: the slot of each token in a paged KV cache and the blocks a batch that
+shares a prompt holds (graded against the lesson's own PagedKVCache, gpu_ml.kernels.triton.paged_kv); gathering a
+sequence from the pool, and merging two flash-decoding splits by their log-sum-exp."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from gpu_ml.exercises.core import Cases, Exercise
 from gpu_ml.validate import kernel_device
 
 _NB = "triton/07-llm-inference/01_paged_kv_cache.ipynb"
+_NB2 = "triton/07-llm-inference/02_paged_attention.ipynb"
 
 
 def _slot_cases() -> Cases:
@@ -44,6 +46,39 @@ def _shared_prefix_blocks(prefix_len: int, lengths: tuple[int, ...], block_size:
     return torch.tensor(float(cache.blocks_in_use()), dtype=torch.float64)
 
 
+def _gather_cases() -> Cases:
+    """Pages of 4 and 5 (not dividing the length), shuffled blocks, one token, a length ending on a page boundary."""
+    g = torch.Generator().manual_seed(1)
+    pool4, pool5 = torch.randn(9, 4, 2, 3, generator=g), torch.randn(7, 5, 1, 4, generator=g)
+    cases = {"page 4, 10 tokens": (pool4, torch.tensor([6, 0, 3]), 10),
+             "page 4, 1 token": (pool4, torch.tensor([8]), 1),
+             "page 4, 12 tokens": (pool4, torch.tensor([2, 7, 1]), 12),
+             "page 5, 13 tokens": (pool5, torch.tensor([4, 6, 0]), 13)}
+    return {name: (p.to(kernel_device()), t.to(kernel_device()), n) for name, (p, t, n) in cases.items()}
+
+
+def _gather_reference(k_pool: torch.Tensor, block_table: torch.Tensor, length: int) -> torch.Tensor:
+    positions = torch.arange(length, device=k_pool.device)
+    return k_pool[block_table[positions // k_pool.shape[1]], positions % k_pool.shape[1]]
+
+
+def _merge_cases() -> Cases:
+    """Comparable parts, one part dominating (lse 80 apart: exp would overflow without the shift), an empty part."""
+    g = torch.Generator().manual_seed(2)
+    o1, o2 = torch.randn(3, 8, generator=g), torch.randn(3, 8, generator=g)
+    inf = float("-inf")
+    cases = {"close": (torch.tensor([0.5, 2.0, -1.0]), torch.tensor([0.7, 1.0, -3.0])),
+             "far apart": (torch.tensor([100.0, 20.0, 0.0]), torch.tensor([20.0, 100.0, 90.0])),
+             "an empty part": (torch.tensor([inf, 3.0, 1.0]), torch.tensor([2.0, inf, 1.0]))}
+    return {name: tuple(t.to(kernel_device()) for t in (o1, l1, o2, l2)) for name, (l1, l2) in cases.items()}
+
+
+def _merge_reference(o1, lse1, o2, lse2) -> torch.Tensor:
+    lse = torch.logaddexp(lse1.double(), lse2.double())
+    w1, w2 = torch.exp(lse1.double() - lse)[:, None], torch.exp(lse2.double() - lse)[:, None]
+    return (w1 * o1.double() + w2 * o2.double()).float()
+
+
 EXERCISES = [
     Exercise("slot_mapping", _NB, "slot_mapping", _slot_cases, reference=_slot_reference,
              call=lambda fn, *args: fn(*args), atol=0, rtol=0),
@@ -55,4 +90,8 @@ EXERCISES = [
                  (100, (100, 100), 16))},
              reference=_shared_prefix_blocks,
              call=lambda fn, *args: torch.tensor(float(fn(*args)), dtype=torch.float64), atol=0, rtol=0),
+    Exercise("gather_sequence", _NB2, "gather_sequence", _gather_cases, reference=_gather_reference,
+             call=lambda fn, *args: fn(*args), atol=0, rtol=0),
+    Exercise("merge_two_splits", _NB2, "merge_two_splits", _merge_cases, reference=_merge_reference,
+             call=lambda fn, *args: fn(*args), atol=1e-6, rtol=1e-5),
 ]

@@ -103,6 +103,19 @@ def copy_bandwidth(nbytes: int = 2**30) -> float:
     return gbps(2 * src.nbytes, bench(lambda: dst.copy_(src)))
 
 
+def read_bandwidth(nbytes: int = 2**30) -> float:
+    """GB/s of `torch.sum` over `nbytes` of bf16 on this GPU: each byte read once, almost nothing written (what a
+    memory-bound kernel that only reads, like decode attention, can reach). Needs a CUDA GPU."""
+    import torch
+
+    from gpu_ml.bench import bench, gbps, require_gpu
+
+    require_gpu("read_bandwidth()")
+
+    x = torch.randn(nbytes // 2, device="cuda", dtype=torch.bfloat16)
+    return gbps(x.nbytes, bench(lambda: x.sum(dtype=torch.float32)))
+
+
 def measure_peaks(n: int = 8192, copy_bytes: int = 2**30) -> tuple[float, float]:
     """(copy bandwidth in GB/s, bf16 matmul TFLOP/s) measured on this GPU: `copy_bytes` copied, an n^3 matmul.
 

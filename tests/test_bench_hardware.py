@@ -95,6 +95,8 @@ def test_measure_peaks_refuses_without_gpu():
         hw.measure_peaks()
     with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
         hw.copy_bandwidth()
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        hw.read_bandwidth()
 
 
 def test_roofline_ms():
@@ -111,3 +113,4 @@ def test_measure_peaks_on_gpu():
     assert 0 < copy_gbs < 1.5 * spec.bandwidth_gbs  # a copy cannot beat the memory by much (L2 aside)
     assert 0 < matmul_tflops < 1.2 * spec.peak("bf16")
     assert 0 < hw.copy_bandwidth(2**28) < 1.5 * spec.bandwidth_gbs
+    assert 0 < hw.read_bandwidth(2**28) < 1.5 * spec.bandwidth_gbs

@@ -112,9 +112,9 @@ def paged_attention(q, k_pool, v_pool, block_tables, lengths, *, scale=None, spl
     """softmax(q K^T * scale) V for one query token per sequence, K and V read through the block tables from a
     paged pool [blocks, page, kv_heads, head_dim]; splits > 1 is flash-decoding (each sequence's tokens in
     `splits` parts, merged by their log-sum-exp)."""
-    check_paged_inputs(q, k_pool, v_pool, block_tables, lengths)
     if splits < 1 or splits & (splits - 1):
         raise ValueError(f"splits must be a power of two >= 1, got {splits}")
+    check_paged_inputs(q, k_pool, v_pool, block_tables, lengths)
     (B, Hq, D), (_, page, Hkv, _) = q.shape, k_pool.shape
     group = Hq // Hkv
     out = torch.empty_like(q)

@@ -363,3 +363,18 @@ def test_paged_attention_refuses_before_launching():
             pa.paged_attention(*args)
     with pytest.raises(ValueError, match="splits must be a power of two"):
         pa.paged_attention(q, cache.k, cache.v, tables, lens, splits=3)
+
+
+@pytest.mark.skipif(not GPU, reason="CUDA graphs need a CUDA GPU")
+def test_paged_attention_is_captured_in_a_cuda_graph_and_replays_new_tables():
+    """A capture cannot synchronize, so the data checks stand aside; a replay reads the tables as they are then."""
+    cache, q, tables, lens = _paged_case([40, 3, 77], 4, 2, 64, 8, torch.float16, seed=5)
+    pa.paged_attention(q, cache.k, cache.v, tables, lens, splits=4)  # compiles outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = pa.paged_attention(q, cache.k, cache.v, tables, lens, splits=4)
+    graph.replay()
+    torch.testing.assert_close(out, pa.paged_attention(q, cache.k, cache.v, tables, lens, splits=4))
+    tables[[0, 2]], lens[[0, 2]] = tables[[2, 0]].clone(), lens[[2, 0]].clone()  # sequences 0 and 2 swap places
+    graph.replay()
+    torch.testing.assert_close(out, pa.paged_attention(q, cache.k, cache.v, tables, lens, splits=4))

@@ -75,7 +75,8 @@ def merge_splits_kernel(part_ptr, lse_ptr, o_ptr, stride_pb, stride_ph, stride_p
 
 
 def check_paged_inputs(q, k_pool, v_pool, block_tables, lengths):
-    """Refuse, before any launch, what paged_decode_kernel cannot compute (this reads the tables: one sync)."""
+    """Refuse, before any launch, what paged_decode_kernel cannot compute (this reads the tables: one sync,
+    skipped while a CUDA graph is captured)."""
     require("paged_attention", ndim=3, q=q)
     require("paged_attention", ndim=4, k_pool=k_pool, v_pool=v_pool)
     require("paged_attention", dtypes=(torch.int32,), ndim=2, block_tables=block_tables)
@@ -92,8 +93,8 @@ def check_paged_inputs(q, k_pool, v_pool, block_tables, lengths):
         raise ValueError(f"{B} queries, but {block_tables.shape[0]} block tables and {lengths.shape[0]} lengths")
     if q.stride(2) != 1 or k_pool.stride(3) != 1 or v_pool.stride() != k_pool.stride():
         raise ValueError("q, k_pool and v_pool must have contiguous head_dim, and the pools the same strides")
-    if B == 0:
-        return
+    if B == 0 or (q.is_cuda and torch.cuda.is_current_stream_capturing()):
+        return  # nothing to read, or a CUDA graph being captured: reading the tables would synchronize
     if lengths.min().item() < 1:
         raise ValueError("every sequence needs at least one token (the one being decoded)")
     if lengths.max().item() > block_tables.shape[1] * page:
@@ -120,7 +121,7 @@ def paged_attention(q, k_pool, v_pool, block_tables, lengths, *, scale=None, spl
     out = torch.empty_like(q)
     if B == 0:
         return out
-    block_n = block_n or max(16, min(page, 64))
+    block_n = block_n or 64  # whatever the page: the fastest of 32, 64 and 128 tokens on an H200
     scale = D ** -0.5 if scale is None else scale
     part = out.unsqueeze(2) if splits == 1 else torch.empty(B, Hq, splits, D, device=q.device, dtype=torch.float32)
     lse = torch.empty(B, Hq, splits, device=q.device, dtype=torch.float32)

@@ -1,6 +1,7 @@
 """Exercises of triton/07-llm-inference: the slot of each token in a paged KV cache and the blocks a batch that
 shares a prompt holds (graded against the lesson's own PagedKVCache, gpu_ml.kernels.triton.paged_kv); gathering a
-sequence from the pool, and merging two flash-decoding splits by their log-sum-exp."""
+sequence from the pool, and merging two flash-decoding splits by their log-sum-exp; undoing RoPE, and the batch at
+which a layer's KV-cache reads overtake its weight reads."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from gpu_ml.validate import kernel_device
 
 _NB = "triton/07-llm-inference/01_paged_kv_cache.ipynb"
 _NB2 = "triton/07-llm-inference/02_paged_attention.ipynb"
+_NB3 = "triton/07-llm-inference/03_decode_step.ipynb"
 
 
 def _slot_cases() -> Cases:
@@ -79,6 +81,38 @@ def _merge_reference(o1, lse1, o2, lse2) -> torch.Tensor:
     return (w1 * o1.double() + w2 * o2.double()).float()
 
 
+def _rope_cases() -> Cases:
+    """Position 0 (no rotation), small and large positions (32k: angles of thousands of radians), d = 2 and 64."""
+    from gpu_ml.kernels.triton.decode import rope_frequencies
+
+    g = torch.Generator().manual_seed(3)
+    cases = {}
+    for name, positions, d in (("position 0", [0, 0], 8), ("d = 2", [1, 5, 9], 2),
+                               ("positions up to 32767, d = 64", [3, 1000, 32767], 64)):
+        x = torch.randn(len(positions), 3, d, generator=g)
+        cases[name] = (x, torch.tensor(positions), rope_frequencies(d))
+    return {name: tuple(t.to(kernel_device()) for t in args) for name, args in cases.items()}
+
+
+def _rope_inverse_reference(x: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
+    angle = (positions.float()[:, None] * inv_freq[None, :]).double()[:, None, :]  # the float32 angle, as rotated
+    x1, x2 = x[..., : x.shape[-1] // 2].double(), x[..., x.shape[-1] // 2 :].double()
+    return torch.cat([x1 * angle.cos() + x2 * angle.sin(), x2 * angle.cos() - x1 * angle.sin()], dim=-1).float()
+
+
+def _takeover_reference(cfg, ctx: int) -> torch.Tensor:
+    per_sequence = ctx * 2 * cfg.n_kv_heads * cfg.head_dim
+    return torch.tensor(float(max(1, -(-cfg.layer_params() // per_sequence))), dtype=torch.float64)
+
+
+def _takeover_cases():
+    from gpu_ml.models import LLAMA3_8B, LLAMA3_70B, ModelConfig
+
+    tiny = ModelConfig("tiny", n_layers=2, d_model=64, n_heads=4, n_kv_heads=2, head_dim=16, d_ff=160, vocab=0)
+    return {f"{cfg.name}, ctx {ctx}": (cfg, ctx) for cfg, ctx in (
+        (LLAMA3_8B, 1024), (LLAMA3_8B, 32768), (LLAMA3_70B, 8192), (tiny, 1), (tiny, 10**6))}
+
+
 EXERCISES = [
     Exercise("slot_mapping", _NB, "slot_mapping", _slot_cases, reference=_slot_reference,
              call=lambda fn, *args: fn(*args), atol=0, rtol=0),
@@ -94,4 +128,8 @@ EXERCISES = [
              call=lambda fn, *args: fn(*args), atol=0, rtol=0),
     Exercise("merge_two_splits", _NB2, "merge_two_splits", _merge_cases, reference=_merge_reference,
              call=lambda fn, *args: fn(*args), atol=1e-6, rtol=1e-5),
+    Exercise("rope_inverse", _NB3, "rope_inverse", _rope_cases, reference=_rope_inverse_reference,
+             call=lambda fn, *args: fn(*args), atol=1e-5, rtol=1e-5),
+    Exercise("cache_takeover_batch", _NB3, "cache_takeover_batch", _takeover_cases, reference=_takeover_reference,
+             call=lambda fn, *args: torch.tensor(float(fn(*args)), dtype=torch.float64), atol=0, rtol=0),
 ]

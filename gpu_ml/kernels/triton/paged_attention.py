@@ -8,6 +8,7 @@ import torch
 import triton
 import triton.language as tl
 
+from gpu_ml.kernels.triton.linear import sm_count
 from gpu_ml.validate import require
 
 
@@ -108,15 +109,26 @@ def check_paged_inputs(q, k_pool, v_pool, block_tables, lengths):
                          f"of {blocks} blocks")
 
 
-def paged_attention(q, k_pool, v_pool, block_tables, lengths, *, scale=None, splits=1, block_n=None,
+def default_splits(batch, n_kv_heads, max_len):
+    """Flash-decoding splits from the shapes alone (so that a CUDA graph can capture the call): doubled while the
+    grid has fewer than three programs per SM and each split keeps at least 256 of max_len tokens."""
+    splits = 1
+    while batch * n_kv_heads * splits < 3 * sm_count() and max_len // (2 * splits) >= 256 and splits < 128:
+        splits *= 2
+    return splits
+
+
+def paged_attention(q, k_pool, v_pool, block_tables, lengths, *, scale=None, splits=None, block_n=None,
                     num_warps=4):
     """softmax(q K^T * scale) V for one query token per sequence, K and V read through the block tables from a
     paged pool [blocks, page, kv_heads, head_dim]; splits > 1 is flash-decoding (each sequence's tokens in
-    `splits` parts, merged by their log-sum-exp)."""
-    if splits < 1 or splits & (splits - 1):
-        raise ValueError(f"splits must be a power of two >= 1, got {splits}")
+    `splits` parts, merged by their log-sum-exp), None picks it with default_splits."""
     check_paged_inputs(q, k_pool, v_pool, block_tables, lengths)
     (B, Hq, D), (_, page, Hkv, _) = q.shape, k_pool.shape
+    if splits is None:
+        splits = default_splits(B, Hkv, block_tables.shape[1] * page)
+    if splits < 1 or splits & (splits - 1):
+        raise ValueError(f"splits must be a power of two >= 1, got {splits}")
     group = Hq // Hkv
     out = torch.empty_like(q)
     if B == 0:

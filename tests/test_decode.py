@@ -139,3 +139,13 @@ def test_decode_kernels_run_in_a_cuda_graph():
     graph.replay()
     torch.testing.assert_close(y, expected_y)
     torch.testing.assert_close(heads, expected_heads)
+
+
+def test_write_kv_refuses_wrong_ranks_and_non_tensors():
+    pool = torch.zeros(4, 8, 2, 16, device=DEVICE)
+    k, tables = torch.randn(2, 2, 16, device=DEVICE), torch.zeros(2, 1, dtype=torch.int32, device=DEVICE)
+    pos = torch.zeros(2, dtype=torch.int32, device=DEVICE)
+    with pytest.raises(ValueError, match="need pools"):
+        dec.write_kv(pool, pool, k[0], k[0], tables, pos)
+    with pytest.raises(TypeError, match="must be a torch.Tensor"):
+        dec.write_kv(pool, pool, None, k, tables, pos)

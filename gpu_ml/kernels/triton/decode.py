@@ -70,9 +70,12 @@ def write_kv_kernel(k_ptr, v_ptr, k_pool_ptr, v_pool_ptr, tables_ptr, pos_ptr, s
 def write_kv(k_pool, v_pool, k, v, block_tables, positions):
     """k_pool[slot of (b, positions[b])] = k[b], v_pool alike, for every token b of the batch. No data checks
     (a decode step runs inside a CUDA graph): positions must lie inside each sequence's block table."""
-    require("write_kv", ndim=4, k_pool=k_pool, v_pool=v_pool, k=k[None], v=v[None])
+    require("write_kv", k_pool=k_pool, v_pool=v_pool, k=k, v=v)  # one device, one dtype
     require("write_kv", dtypes=(torch.int32,), ndim=2, block_tables=block_tables)
     require("write_kv", dtypes=(torch.int32, torch.int64), ndim=1, positions=positions)
+    if k_pool.dim() != 4 or k.dim() != 3 or v.dim() != 3:
+        raise ValueError(f"write_kv(): need pools [blocks, page, G, d] and k, v [B, G, d], got "
+                         f"{k_pool.dim()}-D pools and {k.dim()}-D, {v.dim()}-D k and v")
     (B, G, D), (_, page, Gp, Dp) = k.shape, k_pool.shape
     if v.shape != k.shape or v_pool.shape != k_pool.shape or v_pool.stride() != k_pool.stride() or (G, D) != (Gp, Dp):
         raise ValueError(f"write_kv(): k and v {tuple(k.shape)}, {tuple(v.shape)} must match the pools' "

@@ -2,11 +2,45 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from gpu_ml.env import has_gpu
+
+SHARED_GPU_LOCK = "GPU_ML_GPU_LOCK"  # a lock file, set by `gpu-ml test` when notebooks share one GPU
+_lock = {"fd": None, "held": None}  # this process's open lock file and what it holds: None, "shared", "exclusive"
+
+
+def hold_gpu(mode: str | None) -> None:
+    """Take the shared-GPU lock in `mode` ("shared": other notebooks may run cells too; "exclusive": none may;
+    None: release it), waiting as long as needed. Nothing happens unless GPU_ML_GPU_LOCK names a lock file."""
+    if mode not in (None, "shared", "exclusive"):
+        raise ValueError(f"mode must be None, 'shared' or 'exclusive', got {mode!r}")
+    path = os.environ.get(SHARED_GPU_LOCK)
+    if not path or mode == _lock["held"]:
+        return
+    import fcntl  # POSIX only, as `gpu-ml test` is; imported here so that gpu_ml loads everywhere
+
+    if _lock["fd"] is None:
+        _lock["fd"] = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(_lock["fd"], {None: fcntl.LOCK_UN, "shared": fcntl.LOCK_SH, "exclusive": fcntl.LOCK_EX}[mode])
+    _lock["held"] = mode
+
+
+@contextlib.contextmanager
+def gpu_alone() -> Iterator[None]:
+    """Have the GPU to this process alone while the block runs (a measurement): when `gpu-ml test` runs notebooks
+    side by side on one GPU, wait until no other notebook runs a cell and keep them waiting until the block ends,
+    then go back to what this process held. Nothing happens otherwise; nested blocks are free."""
+    before = _lock["held"]
+    hold_gpu("exclusive")
+    try:
+        yield
+    finally:
+        hold_gpu(before)
 
 
 def require_gpu(what: str) -> None:
@@ -21,14 +55,16 @@ def bench(fn: Callable[[], object], *, cudagraph: bool = False, warmup: int = 25
     Uses `triton.testing.do_bench`, which warms up, flushes the L2 cache before every call and
     times with CUDA events for about `rep` ms (default 100). `cudagraph=True` replays `fn` from a
     CUDA graph (`do_bench_cudagraph`), which removes the Python launch overhead from the figure:
-    it captures `rep` ms of calls (default 20, Triton's) and replays them ten times.
+    it captures `rep` ms of calls (default 20, Triton's) and replays them ten times. Where `gpu-ml test` runs
+    notebooks side by side on one GPU, it measures with the GPU to itself (`gpu_alone`).
     """
     require_gpu("bench()")
     import triton.testing
 
-    if cudagraph:
-        return float(triton.testing.do_bench_cudagraph(fn, rep=rep or 20, return_mode="median"))
-    return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep or 100, return_mode="median"))
+    with gpu_alone():
+        if cudagraph:
+            return float(triton.testing.do_bench_cudagraph(fn, rep=rep or 20, return_mode="median"))
+        return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep or 100, return_mode="median"))
 
 
 def bench_pair(baseline: Callable[[], object], ours: Callable[[], object], *, rounds: int = 3,

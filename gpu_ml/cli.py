@@ -117,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     tst = sub.add_parser("test", help="the whole suite over this machine's GPUs, timed")
     tst.add_argument("items", nargs="*", help="only these notebooks and test files (default: all)")
     tst.add_argument("--shard", help="run part I of N, e.g. 2/4")
-    tst.add_argument("--workers", type=int, help="notebooks run at once (default: one per GPU)")
+    tst.add_argument("--workers", type=int, help="notebooks run at once (default: one per GPU; more than the GPUs: "
+                     "they share them, and `#| gpu` cells and measurements take their GPU alone)")
     tst.add_argument("--test-workers", type=int, help="test files run at once (default: 8, at most one per core)")
     tst.add_argument("--save", action="store_true", help="execute notebooks in place, keeping their outputs")
     tst.add_argument("--timeout", type=float, default=1800, help="per-item time limit in seconds")

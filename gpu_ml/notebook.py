@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 
+from gpu_ml.bench import SHARED_GPU_LOCK, hold_gpu
 from gpu_ml.env import Env, arch_number, capability, detect, free_memory, has_gpu, in_colab
 
 # Packages a notebook may need that Colab's image does not always have.
@@ -68,6 +69,19 @@ def _prepare_ipython() -> None:
         ip.register_magics(CudaMagics)
         if gpu_cell not in ip.input_transformers_cleanup:
             ip.input_transformers_cleanup.append(gpu_cell)
+        if os.environ.get(SHARED_GPU_LOCK) and _hold_for_cell not in ip.events.callbacks["pre_run_cell"]:
+            ip.events.register("pre_run_cell", _hold_for_cell)
+            ip.events.register("post_run_cell", _release_after_cell)
+
+
+def _hold_for_cell(info) -> None:
+    """Under `gpu-ml test` with notebooks sharing one GPU: a `#| gpu` cell (a measurement) runs with the GPU to
+    itself, any other cell beside other notebooks' cells (gpu_ml.bench.hold_gpu)."""
+    hold_gpu("exclusive" if (info.raw_cell or "").lstrip().startswith("#| gpu") else "shared")
+
+
+def _release_after_cell(result) -> None:
+    hold_gpu(None)
 
 
 def setup(*, quiet: bool = False) -> Env:

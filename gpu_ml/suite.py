@@ -13,17 +13,20 @@ the next run plans with.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import functools
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from gpu_ml.bench import SHARED_GPU_LOCK
 from gpu_ml.results import project_root, slug
 
 TESTPATHS = ("00-prerequisites", "triton", "cuda", "transformer-math")  # notebooks; test files are under tests/
@@ -72,6 +75,8 @@ def run_item(item: str, gpu: int | None, save: bool, timeout: float, root: Path)
     env = dict(os.environ)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        if SHARED_GPU_LOCK in env:  # one lock per GPU
+            env[SHARED_GPU_LOCK] += f".{gpu}"
     start = time.perf_counter()
     try:
         done = subprocess.run(command(item, save), cwd=root, env=env, capture_output=True, text=True,
@@ -101,6 +106,21 @@ def run(queues: list[list[str]], runner: Callable[[str, int | None], Outcome], g
     for t in threads:
         t.join()
     return outcomes
+
+
+@contextlib.contextmanager
+def sharing_gpus(active: bool) -> Iterator[None]:
+    """While active, children find a lock file in GPU_ML_GPU_LOCK: notebooks that share a GPU then run their `#| gpu`
+    cells and every measurement with the GPU to themselves, and their other cells side by side (gpu_ml.bench)."""
+    if not active:
+        yield
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ[SHARED_GPU_LOCK] = str(Path(tmp) / "gpu.lock")
+        try:
+            yield
+        finally:
+            del os.environ[SHARED_GPU_LOCK]
 
 
 def record_path(root: Path, gpu_name: str) -> Path:
@@ -160,8 +180,10 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
     path = record_path(root, gpu_name)
     previous = json.loads(path.read_text())["items"] if path.exists() else {}
     seconds = {k: v["seconds"] for k, v in previous.items()}
+    sharing = bool(gpu_count) and workers > gpu_count
     print(f"{len(tests)} test files on {test_workers} worker(s), then {len(notebooks)} notebooks on {workers} "
           f"worker(s) beside {len(beside)} CPU-only test files ({gpu_name})"
+          f"{'; notebooks share a GPU, measuring with it to themselves' if sharing else ''}"
           f"{'; notebook outputs saved' if save else ''}", flush=True)
     runner = runner or (lambda item, gpu: run_item(item, gpu, save, timeout, root))
     start = time.perf_counter()
@@ -177,7 +199,8 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
         side: dict[str, Outcome] = {}
         cpu_tests = threading.Thread(target=lambda: side.update(run(plan(beside, test_workers, seconds), runner, 0)))
         cpu_tests.start()
-        outcomes |= run(plan(notebooks, workers, seconds), runner, gpus=gpu_count)
+        with sharing_gpus(sharing):
+            outcomes |= run(plan(notebooks, workers, seconds), runner, gpus=gpu_count)
         cpu_tests.join()
         outcomes |= side
     wall = time.perf_counter() - start

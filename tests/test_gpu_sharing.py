@@ -1,0 +1,126 @@
+"""Notebooks sharing one GPU under `gpu-ml test --workers N`: measurements and `#| gpu` cells take the GPU alone
+(gpu_ml.bench.hold_gpu / gpu_alone, the notebook hooks of gpu_ml.notebook, gpu_ml.suite.sharing_gpus)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+import time
+import types
+
+import pytest
+
+from gpu_ml import notebook, suite
+
+bench = importlib.import_module("gpu_ml.bench")  # the module: `gpu_ml.bench` the attribute is the function
+
+HOLD = """
+import sys, time
+from gpu_ml.bench import hold_gpu
+hold_gpu(sys.argv[1])
+open(sys.argv[2], "w").close()  # holding now
+time.sleep(float(sys.argv[3]))
+hold_gpu(None)
+print(time.time())
+"""
+
+
+@pytest.fixture
+def lock_file(tmp_path, monkeypatch):
+    """GPU_ML_GPU_LOCK set for this process and its children; this process's lock state reset afterwards."""
+    path = tmp_path / "gpu.lock"
+    monkeypatch.setenv(bench.SHARED_GPU_LOCK, str(path))
+    yield path
+    bench.hold_gpu(None)
+    if bench._lock["fd"] is not None:
+        os.close(bench._lock["fd"])
+    bench._lock.update(fd=None, held=None)
+
+
+def _holder(mode: str, seconds: float, tmp_path) -> tuple[subprocess.Popen, float]:
+    """A child process that takes the lock in `mode` for `seconds`; returns once it holds it."""
+    ready = tmp_path / f"ready-{mode}"
+    child = subprocess.Popen([sys.executable, "-c", HOLD, mode, str(ready), str(seconds)], stdout=subprocess.PIPE,
+                             text=True)
+    deadline = time.time() + 60
+    while not ready.exists():
+        assert child.poll() is None and time.time() < deadline, "the child never took the lock"
+        time.sleep(0.01)
+    return child, time.time()
+
+
+def test_without_the_variable_nothing_is_locked(monkeypatch):
+    monkeypatch.delenv(bench.SHARED_GPU_LOCK, raising=False)
+    with bench.gpu_alone():
+        bench.hold_gpu("shared")
+    assert bench._lock == {"fd": None, "held": None}
+    with pytest.raises(ValueError, match="mode must be"):
+        bench.hold_gpu("mine")
+
+
+def test_a_measurement_waits_for_another_notebooks_running_cell(lock_file, tmp_path):
+    child, _ = _holder("shared", 1.0, tmp_path)  # another notebook, in the middle of a cell
+    with bench.gpu_alone():
+        entered = time.time()
+    released = float(child.communicate()[0])
+    assert entered >= released - 0.05  # not before the other cell ended
+
+
+def test_other_notebooks_wait_while_a_measurement_runs(lock_file, tmp_path):
+    bench.hold_gpu("shared")  # this notebook runs a cell too: cells side by side
+    child, _ = _holder("shared", 0.1, tmp_path)
+    child.communicate()
+    with bench.gpu_alone():
+        assert bench._lock["held"] == "exclusive"
+        with bench.gpu_alone():  # nested: nothing more to take
+            pass
+        ready = tmp_path / "ready-shared"
+        ready.unlink()
+        start = time.time()
+        child = subprocess.Popen([sys.executable, "-c", HOLD, "shared", str(ready), "0"], stdout=subprocess.PIPE,
+                                 text=True)
+        time.sleep(1.0)
+        assert not ready.exists(), "another notebook's cell started during a measurement"
+    assert bench._lock["held"] == "shared"  # back to what the cell held
+    child.communicate()
+    assert ready.exists() and time.time() - start >= 1.0
+
+
+def test_cells_hold_the_lock_by_their_first_line(lock_file):
+    notebook._hold_for_cell(types.SimpleNamespace(raw_cell="#| gpu\nbench(f)"))
+    assert bench._lock["held"] == "exclusive"
+    notebook._release_after_cell(None)
+    assert bench._lock["held"] is None
+    notebook._hold_for_cell(types.SimpleNamespace(raw_cell="x = 1"))
+    assert bench._lock["held"] == "shared"
+    notebook._release_after_cell(None)
+
+
+def test_sharing_gpus_names_a_lock_file_only_while_active(monkeypatch):
+    monkeypatch.delenv(bench.SHARED_GPU_LOCK, raising=False)
+    with suite.sharing_gpus(False):
+        assert bench.SHARED_GPU_LOCK not in os.environ
+    with suite.sharing_gpus(True):
+        path = os.environ[bench.SHARED_GPU_LOCK]
+        assert os.path.isdir(os.path.dirname(path))
+    assert bench.SHARED_GPU_LOCK not in os.environ and not os.path.exists(os.path.dirname(path))
+
+
+def test_a_notebook_kernel_holds_the_lock_by_cell(tmp_path, monkeypatch):
+    """In a real kernel (gpu-ml execute, as `gpu-ml test --save` runs it): after setup(), each cell runs holding the
+    lock, shared for an ordinary cell and exclusive for a `#| gpu` one (which skips itself here, on a CPU)."""
+    import nbformat
+    from test_harness import _notebook
+
+    from gpu_ml import cli
+
+    monkeypatch.setenv("GPU_ML_FORCE_CPU", "1")
+    monkeypatch.setenv(bench.SHARED_GPU_LOCK, str(tmp_path / "gpu.lock"))
+    nb = _notebook(tmp_path / "shared.ipynb",
+                   ("from gpu_ml import setup\nenv = setup(quiet=True)", []),
+                   ("import importlib\nprint(importlib.import_module('gpu_ml.bench')._lock['held'])", []),
+                   ("#| gpu\nraise RuntimeError('a GPU cell ran on a CPU')", ["gpu"]))
+    cli.main(["execute", str(nb)])
+    assert nbformat.read(nb, as_version=4).cells[1].outputs[0]["text"] == "shared\n"

@@ -26,13 +26,14 @@ from gpu_ml.exercises import (
     triton_models,
     triton_nn,
     triton_norm_loss,
+    triton_parallel,
 )
 from gpu_ml.exercises.core import CudaExercise, Exercise
 from gpu_ml.grading import Verdict, grade, marked_cells
 
 # One module per chapter, each with its list EXERCISES; a new chapter's module is added here.
-_CHAPTERS = (fundamentals, triton_basics, triton_nn, triton_norm_loss, triton_models, triton_inference,
-             transformer_math, cuda_basics, cuda_matrix, cuda_nn, cuda_models)
+_CHAPTERS = (fundamentals, triton_basics, triton_nn, triton_norm_loss, triton_models, triton_parallel,
+             triton_inference, transformer_math, cuda_basics, cuda_matrix, cuda_nn, cuda_models)
 EXERCISES: dict[str, Exercise] = {e.name: e for chapter in _CHAPTERS for e in chapter.EXERCISES}
 CUDA_EXERCISES: dict[str, CudaExercise] = {e.name: e for chapter in _CHAPTERS
                                            for e in getattr(chapter, "CUDA_EXERCISES", ())}

@@ -8,6 +8,7 @@ import torch
 import triton
 import triton.language as tl
 
+from gpu_ml.kernels.triton.activations import activation_fwd
 from gpu_ml.validate import require
 
 
@@ -122,7 +123,7 @@ def decode_linear_kernel(x_ptr, w_ptr, w2_ptr, r_ptr, y_ptr, M, N, K, stride_xm,
     if EPILOGUE == "residual":
         acc += tl.load(r_ptr + rm[:, None] * stride_rm + rn[None, :], mask=mask, other=0.0).to(tl.float32)
     if EPILOGUE == "swiglu":
-        acc = acc / (1.0 + tl.exp(-acc)) * acc2  # silu(gate) * up
+        acc = activation_fwd(acc, "silu") * acc2  # silu(gate) * up, SiLU as Triton 3.1 taught it
     tl.store(y_ptr + rm[:, None] * stride_ym + rn[None, :], acc.to(y_ptr.dtype.element_ty), mask=mask)
 
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from kernel_checks import DEVICE, FLOATS, GPU
+from triton.runtime.errors import OutOfResources
 
 from gpu_ml.kernels.triton import decode as dec
 
@@ -106,6 +107,38 @@ def test_decode_linear_on_views_and_degenerate_sizes():
     r = torch.randn(4, 30, device=DEVICE)
     assert torch.equal(dec.decode_linear(x[:, :0], w[:, :0], residual=r), r)  # K = 0: the epilogue of a zero sum
     assert torch.equal(dec.decode_linear(x[:, :0], w[:, :0], up=w[:, :0]), torch.zeros(4, 30, device=DEVICE))
+
+
+class _SharedMemoryFor:
+    """Stands in for decode_linear_kernel on a device whose shared memory holds `fit` stages of the tile."""
+
+    def __init__(self, fit, real):
+        self.fit, self.real, self.tried = fit, real, []
+
+    def __getitem__(self, grid):
+        def launch(*args, num_stages, **kwargs):
+            self.tried.append(num_stages)
+            if num_stages > self.fit:
+                raise OutOfResources(num_stages * 65536, max(self.fit, 0) * 65536, "shared memory")
+            return self.real[grid](*args, num_stages=num_stages, **kwargs)
+        return launch
+
+
+@pytest.mark.parametrize("fit", [2, 0])
+def test_decode_linear_takes_fewer_stages_where_shared_memory_is_short(monkeypatch, fit):
+    fake = _SharedMemoryFor(fit, dec.decode_linear_kernel)
+    monkeypatch.setattr(dec, "decode_linear_kernel", fake)
+    monkeypatch.setattr(dec, "_stages_that_fit", {})
+    x, w, tile = torch.randn(3, 40, device=DEVICE), torch.randn(24, 40, device=DEVICE), (16, 16, 16, 4, 4)
+    if fit == 0:  # not even one stage fits: the device's error, not a wrong result
+        with pytest.raises(OutOfResources):
+            dec.decode_linear(x, w, tile=tile)
+        assert fake.tried == [4, 3, 2, 1]
+        return
+    torch.testing.assert_close(dec.decode_linear(x, w, tile=tile), x @ w.T, rtol=1e-4, atol=1e-4)
+    assert fake.tried == [4, 3, 2]
+    dec.decode_linear(x, w, tile=tile)
+    assert fake.tried == [4, 3, 2, 2]  # remembered for this device, dtype, epilogue and tile
 
 
 def test_decode_linear_refusals():

@@ -7,6 +7,7 @@
 import torch
 import triton
 import triton.language as tl
+from triton.runtime.errors import OutOfResources
 
 from gpu_ml.kernels.triton.activations import activation_fwd
 from gpu_ml.validate import require
@@ -128,6 +129,7 @@ def decode_linear_kernel(x_ptr, w_ptr, w2_ptr, r_ptr, y_ptr, M, N, K, stride_xm,
 
 
 DECODE_TILE = (16, 64, 128, 4, 4)  # BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages
+_stages_that_fit: dict[tuple, int] = {}  # (device, dtype, epilogue, *tile) -> num_stages that fits the device
 
 
 def decode_linear(x, weight, *, residual=None, up=None, tile=None):
@@ -155,8 +157,18 @@ def decode_linear(x, weight, *, residual=None, up=None, tile=None):
     bm = max(bm, min(64, triton.next_power_of_2(M)))  # one row tile up to 64 tokens: each weight read once
     epilogue = "residual" if residual is not None else "swiglu" if up is not None else "none"
     other = residual if residual is not None else up if up is not None else y
-    decode_linear_kernel[(triton.cdiv(N, bn), triton.cdiv(M, bm))](
-        x, weight, other, other, y, M, N, K, x.stride(0), weight.stride(0), other.stride(0), y.stride(0),
-        EPILOGUE=epilogue, IEEE=x.dtype == torch.float32, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps,
-        num_stages=stages)
+    key = (x.device, x.dtype, epilogue, bm, bn, bk, warps, stages)
+    stages = _stages_that_fit.get(key, stages)
+    while True:  # fp32, or two weight tiles at BLOCK_M = 64, may need fewer stages than shared memory holds
+        try:
+            decode_linear_kernel[(triton.cdiv(N, bn), triton.cdiv(M, bm))](
+                x, weight, other, other, y, M, N, K, x.stride(0), weight.stride(0), other.stride(0), y.stride(0),
+                EPILOGUE=epilogue, IEEE=x.dtype == torch.float32, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                num_warps=warps, num_stages=stages)
+            break
+        except OutOfResources:  # raised before the launch: nothing ran
+            if stages == 1:
+                raise
+            stages -= 1
+    _stages_that_fit[key] = stages
     return y

@@ -18,11 +18,22 @@ def test_scans_match_torch_in_float32_and_exactly_in_int32(scan, n):
     torch.manual_seed(n)
     x = torch.randn(n, device=DEVICE)
     exact = x.double().cumsum(0)
-    tiles = -(-n // 256)
-    bound = (9 + tiles) * 2.0**-24 * x.double().abs().cumsum(0)  # log2(256) + one addition per tile, + 1
+    # additions on a path (the notebook's bound): log2(block) in a block, log2(block) + 1 per level of block sums in
+    # the three passes (two levels at 70001), and log2(window) + 2 per tile before it in the single pass
+    i = torch.arange(n, device=DEVICE)
+    depth = 3 * 8 + 2 + (i // 256) * (5 + 2)
+    bound = depth.double() * 2.0**-24 * x.double().abs().cumsum(0)
     assert ((scan(x, block=256).double() - exact).abs() <= bound).all()
     xi = torch.randint(-(2**31), 2**31 - 1, (n,), device=DEVICE, dtype=torch.int32)  # overflows: int32 wraps
     assert torch.equal(scan(xi, block=256), xi.cumsum(0, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("window", [2, 32])
+def test_lookback_through_many_windows_is_exact_in_int32(window):
+    # small tiles and windows: on a GPU most tiles meet only aggregates in their first windows and walk further back
+    n = 2**22 + 3 if GPU else 20_001
+    x = torch.randint(-(2**31), 2**31 - 1, (n,), device=DEVICE, dtype=torch.int32)
+    assert torch.equal(sc.cumsum_lookback(x, block=256, num_warps=4, window=window), x.cumsum(0, dtype=torch.int32))
 
 
 @pytest.mark.parametrize("scan", SCANS, ids=lambda f: f.__name__)

@@ -65,23 +65,27 @@ def _packed(value, FLAG: tl.constexpr):
 
 
 @triton.jit
-def lookback_scan_kernel(x_ptr, y_ptr, status_ptr, counter_ptr, n, BLOCK: tl.constexpr):
+def lookback_scan_kernel(x_ptr, y_ptr, status_ptr, counter_ptr, n, BLOCK: tl.constexpr, WINDOW: tl.constexpr):
     """Single-pass inclusive scan (Merrill and Garland's decoupled look-back): tile ids are handed out in start order
-    by an atomic counter; each tile publishes its sum, then walks back over its predecessors' status words,
-    adding sums until it meets an inclusive prefix, publishes its own inclusive prefix and writes its output."""
+    by an atomic counter; each tile publishes its sum, then reads its predecessors' status words WINDOW at a time,
+    adding sums back to the nearest inclusive prefix, publishes its own inclusive prefix and writes its output."""
     tile = tl.atomic_add(counter_ptr, 1)  # not program_id: a tile never waits for one that has not started
     offs = tile.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs, mask=offs < n, other=0)
     local = tl.sum(x, axis=0)
     tl.atomic_xchg(status_ptr + tile, _packed(local, 1))
     prefix = tl.zeros((), x.dtype)
-    j = tile - 1
-    while j >= 0:
-        word = tl.atomic_add(status_ptr + j, 0)  # an atomic read: sees a whole word, published or 0
-        flag = word >> 32
-        if flag != 0:  # 0: tile j has not published yet; read it again
-            prefix += (word & 0xFFFFFFFF).to(tl.int32).to(x.dtype, bitcast=True)
-            j = -1 if flag == 2 else j - 1  # an inclusive prefix covers everything before it
+    end = tile  # the window: the WINDOW tiles before `end`
+    while end > 0:
+        j = end - WINDOW + tl.arange(0, WINDOW)
+        # volatile: read from L2 every time, where the atomics publish; "before tile 0" reads as a prefix of 0
+        words = tl.load(status_ptr + j, mask=j >= 0, other=2 << 32, volatile=True)
+        flags = words >> 32
+        if tl.min(flags, axis=0) != 0:  # every tile of the window has published (else read the window again)
+            values = (words & 0xFFFFFFFF).to(tl.int32).to(x.dtype, bitcast=True)
+            last = tl.max(tl.where(flags == 2, j, end - WINDOW - 1), axis=0)  # the nearest inclusive prefix
+            prefix += tl.sum(tl.where(j >= last, values, 0), axis=0)
+            end = tl.where(last >= end - WINDOW, 0, end - WINDOW)  # found one: done; else the window before
     tl.atomic_xchg(status_ptr + tile, _packed(prefix + local, 2))
     tl.store(y_ptr + offs, tl.cumsum(x, axis=0) + prefix, mask=offs < n)
 
@@ -114,7 +118,7 @@ def cumsum_reduce_then_scan(x, block=4096):
     return y
 
 
-def cumsum_lookback(x, block=4096, num_warps=8):
+def cumsum_lookback(x, block=4096, num_warps=8, window=32):
     """Inclusive prefix sum of a 1-D float32 or int32 tensor in one pass (decoupled look-back): each element is
     read once and written once. int32 wraps on overflow."""
     check_scan_input("cumsum_lookback", x)
@@ -125,7 +129,7 @@ def cumsum_lookback(x, block=4096, num_warps=8):
     tiles = triton.cdiv(n, block)
     status = torch.zeros(tiles + 1, device=x.device, dtype=torch.int64)  # the last word is the tile counter
     lookback_scan_kernel[(tiles,)](x, y, status, status[tiles:].view(torch.int32), n, BLOCK=block,
-                                   num_warps=num_warps)
+                                   WINDOW=window, num_warps=num_warps)
     return y
 
 

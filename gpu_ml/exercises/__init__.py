@@ -19,6 +19,7 @@ from gpu_ml.exercises import (
     cuda_matrix,
     cuda_models,
     cuda_nn,
+    cuda_parallel,
     fundamentals,
     transformer_math,
     triton_basics,
@@ -33,7 +34,7 @@ from gpu_ml.grading import Verdict, grade, marked_cells
 
 # One module per chapter, each with its list EXERCISES; a new chapter's module is added here.
 _CHAPTERS = (fundamentals, triton_basics, triton_nn, triton_norm_loss, triton_models, triton_parallel,
-             triton_inference, transformer_math, cuda_basics, cuda_matrix, cuda_nn, cuda_models)
+             triton_inference, transformer_math, cuda_basics, cuda_matrix, cuda_nn, cuda_models, cuda_parallel)
 EXERCISES: dict[str, Exercise] = {e.name: e for chapter in _CHAPTERS for e in chapter.EXERCISES}
 CUDA_EXERCISES: dict[str, CudaExercise] = {e.name: e for chapter in _CHAPTERS
                                            for e in getattr(chapter, "CUDA_EXERCISES", ())}

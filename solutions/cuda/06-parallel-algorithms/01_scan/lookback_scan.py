@@ -1,6 +1,6 @@
-"""CPU stand-in for lookback_scan.cu (what the kernel writes, for tests/test_exercises_cuda.py): the inclusive int32 scan
-of x in y, wrapping around on overflow; every tile's status word holding its inclusive prefix (flag 2), and the tile
-counter one past the last tile."""
+"""CPU stand-in for lookback_scan.cu (what the kernel writes, for tests/test_exercises_cuda.py): the inclusive
+int32 scan of x in y, wrapping around on overflow; every tile's status word holding its inclusive prefix (flag
+2), and the tile counter one past the last tile."""
 
 import torch
 

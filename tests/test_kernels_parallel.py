@@ -21,19 +21,22 @@ def test_scans_match_torch_in_float32_and_exactly_in_int32(scan, n):
     # additions on a path (the notebook's bound): log2(block) in a block, log2(block) + 1 per level of block sums in
     # the three passes (two levels at 70001), and log2(window) + 2 per tile before it in the single pass
     i = torch.arange(n, device=DEVICE)
-    depth = 3 * 8 + 2 + (i // 256) * (5 + 2)
+    depth = 3 * 8 + 2 + (i // 256) * (7 + 2)  # the default window of 128
     bound = depth.double() * 2.0**-24 * x.double().abs().cumsum(0)
     assert ((scan(x, block=256).double() - exact).abs() <= bound).all()
     xi = torch.randint(-(2**31), 2**31 - 1, (n,), device=DEVICE, dtype=torch.int32)  # overflows: int32 wraps
     assert torch.equal(scan(xi, block=256), xi.cumsum(0, dtype=torch.int32))
 
 
-@pytest.mark.parametrize("window", [2, 32])
-def test_lookback_through_many_windows_is_exact_in_int32(window):
+@pytest.mark.parametrize("window, sem", [(2, "relaxed"), (32, "relaxed"), (32, "acq_rel")])
+def test_lookback_through_many_windows_is_exact_in_int32(window, sem):
     # small tiles and windows: on a GPU most tiles meet only aggregates in their first windows and walk further back
     n = 2**22 + 3 if GPU else 20_001
     x = torch.randint(-(2**31), 2**31 - 1, (n,), device=DEVICE, dtype=torch.int32)
-    assert torch.equal(sc.cumsum_lookback(x, block=256, num_warps=4, window=window), x.cumsum(0, dtype=torch.int32))
+    got = sc.cumsum_lookback(x, block=256, num_warps=4, window=window, sem=sem)
+    assert torch.equal(got, x.cumsum(0, dtype=torch.int32))
+    with pytest.raises(ValueError, match="sem must be"):
+        sc.cumsum_lookback(x, sem="release")
 
 
 @pytest.mark.parametrize("scan", SCANS, ids=lambda f: f.__name__)

@@ -65,15 +65,18 @@ def _packed(value, FLAG: tl.constexpr):
 
 
 @triton.jit
-def lookback_scan_kernel(x_ptr, y_ptr, status_ptr, counter_ptr, n, BLOCK: tl.constexpr, WINDOW: tl.constexpr):
+def lookback_scan_kernel(x_ptr, y_ptr, status_ptr, counter_ptr, n, BLOCK: tl.constexpr, WINDOW: tl.constexpr,
+                         SEM: tl.constexpr):
     """Single-pass inclusive scan (Merrill and Garland's decoupled look-back): tile ids are handed out in start order
     by an atomic counter; each tile publishes its sum, then reads its predecessors' status words WINDOW at a time,
     adding sums back to the nearest inclusive prefix, publishes its own inclusive prefix and writes its output."""
-    tile = tl.atomic_add(counter_ptr, 1)  # not program_id: a tile never waits for one that has not started
+    # SEM "relaxed" is enough: flag and value travel in one word and nothing else is published, so no atomic needs
+    # to order the program's other loads and stores ("acq_rel", Triton's default, does)
+    tile = tl.atomic_add(counter_ptr, 1, sem=SEM)  # not program_id: a tile never waits for one not yet started
     offs = tile.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs, mask=offs < n, other=0)
     local = tl.sum(x, axis=0)
-    tl.atomic_xchg(status_ptr + tile, _packed(local, 1))
+    tl.atomic_xchg(status_ptr + tile, _packed(local, 1), sem=SEM)
     prefix = tl.zeros((), x.dtype)
     end = tile  # the window: the WINDOW tiles before `end`
     while end > 0:
@@ -86,7 +89,7 @@ def lookback_scan_kernel(x_ptr, y_ptr, status_ptr, counter_ptr, n, BLOCK: tl.con
             last = tl.max(tl.where(flags == 2, j, end - WINDOW - 1), axis=0)  # the nearest inclusive prefix
             prefix += tl.sum(tl.where(j >= last, values, 0), axis=0)
             end = tl.where(last >= end - WINDOW, 0, end - WINDOW)  # found one: done; else the window before
-    tl.atomic_xchg(status_ptr + tile, _packed(prefix + local, 2))
+    tl.atomic_xchg(status_ptr + tile, _packed(prefix + local, 2), sem=SEM)
     tl.store(y_ptr + offs, tl.cumsum(x, axis=0) + prefix, mask=offs < n)
 
 
@@ -118,10 +121,13 @@ def cumsum_reduce_then_scan(x, block=4096):
     return y
 
 
-def cumsum_lookback(x, block=4096, num_warps=8, window=32):
+def cumsum_lookback(x, block=2048, num_warps=4, window=128, sem="relaxed"):
     """Inclusive prefix sum of a 1-D float32 or int32 tensor in one pass (decoupled look-back): each element is
-    read once and written once. int32 wraps on overflow."""
+    read once and written once. int32 wraps on overflow. `sem`: the memory order of its atomics, "relaxed" or
+    "acq_rel" (slower, for comparison)."""
     check_scan_input("cumsum_lookback", x)
+    if sem not in ("relaxed", "acq_rel"):
+        raise ValueError(f"cumsum_lookback(): sem must be 'relaxed' or 'acq_rel', got {sem!r}")
     y = torch.empty_like(x)
     n = x.numel()
     if n == 0:
@@ -129,7 +135,7 @@ def cumsum_lookback(x, block=4096, num_warps=8, window=32):
     tiles = triton.cdiv(n, block)
     status = torch.zeros(tiles + 1, device=x.device, dtype=torch.int64)  # the last word is the tile counter
     lookback_scan_kernel[(tiles,)](x, y, status, status[tiles:].view(torch.int32), n, BLOCK=block,
-                                   WINDOW=window, num_warps=num_warps)
+                                   WINDOW=window, SEM=sem, num_warps=num_warps)
     return y
 
 

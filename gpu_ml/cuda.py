@@ -5,9 +5,11 @@ non-zero exit or a timeout raises. Library mode (no `main`): build a shared libr
 `extern "C"` host function into the notebook as a Python callable that checks its tensor
 arguments (CUDA device, dtype, contiguity) against the C parameter types before calling, and
 turns CUDA errors into `CudaError`. Without a GPU the cell is still compiled (a real nvcc check);
-programs are not run and library functions raise when called. Every cell can
-`#include "gpu_ml.cuh"` (the track's shared helpers, gpu_ml/include) and the kernels the lessons
-export (`#include "cuda/softmax_warp.cuh"`, gpu_ml/kernels/cuda; see gpu_ml.export).
+programs are not run (except `--host` ones, which launch no kernel) and library functions raise when called.
+A program's stdout is left in the notebook as `cuda_output`, for the next cell to check. Every cell can
+`#include "gpu_ml.cuh"` (the track's shared helpers, gpu_ml/include), the kernels the lessons export
+(`#include "cuda/softmax_warp.cuh"`, gpu_ml/kernels/cuda; see gpu_ml.export) and, with the nvidia-cutlass
+package installed (a dependency of the project), CUTLASS and CuTe (`#include <cute/layout.hpp>`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from __future__ import annotations
 import argparse
 import ctypes
 import hashlib
+import importlib.metadata
+import importlib.util
 import os
 import re
 import shlex
@@ -193,19 +197,33 @@ def exported_dir() -> Path:
     return _cache_dir() / "exported" / _SESSION
 
 
+def cutlass_include_dir() -> Path | None:
+    """The folder holding CUTLASS's and CuTe's headers (cutlass/, cute/) in the nvidia-cutlass package, or None
+    when that package is not installed."""
+    spec = importlib.util.find_spec("cutlass_library")  # finds the package without importing it
+    if spec is None or spec.origin is None:
+        return None
+    folder = Path(spec.origin).parent / "source" / "include"
+    return folder if (folder / "cute").is_dir() else None
+
+
 def include_dirs() -> list[Path]:
-    """nvcc's -I folders, searched in this order: this session's exported cells, gpu_ml/include, gpu_ml/kernels."""
-    return [exported_dir(), INCLUDE_DIR, KERNELS_DIR]
+    """nvcc's -I folders, searched in this order: this session's exported cells, gpu_ml/include, gpu_ml/kernels,
+    and CUTLASS's headers when the nvidia-cutlass package is installed."""
+    cutlass = cutlass_include_dir()
+    return [exported_dir(), INCLUDE_DIR, KERNELS_DIR, *([cutlass] if cutlass else [])]
 
 
 def include_digest() -> str:
     """A hash of every file a cell can `#include` from gpu_ml: gpu_ml/include, gpu_ml/kernels/cuda and
-    the exported cells this process has run.
+    the exported cells this process has run, and the version of CUTLASS's headers (not their 800 files).
 
     Part of each build's cache key, so that editing the shared header or re-exporting a lesson's
     kernels rebuilds the cells that might include them.
     """
     digest = hashlib.sha256()
+    if cutlass_include_dir() is not None:
+        digest.update(f"nvidia-cutlass {importlib.metadata.version('nvidia-cutlass')}\0".encode())
     for name, folder in (("include", INCLUDE_DIR), ("kernels/cuda", KERNELS_DIR / "cuda"),
                          ("session", exported_dir())):
         files = sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
@@ -400,6 +418,8 @@ def _magic_parser() -> argparse.ArgumentParser:
     parser.add_argument("--arch", help="nvcc -arch (default: this GPU's, e.g. sm_90a)")
     parser.add_argument("--min-arch", help="the oldest arch the cell compiles for, e.g. sm_80 (cp.async, bf16 "
                         "WMMA): on an older GPU it is built for this one, as a check, and cannot run there")
+    parser.add_argument("--host", action="store_true", help="a program that launches no kernel (host code only, "
+                        "e.g. CuTe layouts printed): it runs without a GPU too")
     parser.add_argument("--timeout", type=float, default=60, help="program run timeout in seconds")
     parser.add_argument("--args", default="", help="command-line arguments for the program")
     return parser
@@ -427,7 +447,7 @@ def _build_cell(line: str, cell: str) -> tuple[Path, argparse.Namespace, bool]:
 
 
 def cuda_cell(line: str, cell: str, namespace: dict | None = None):
-    """Implementation of `%%cuda [--arch A | --min-arch A] [--timeout S] [--args "..."] [nvcc flags...]`.
+    """Implementation of `%%cuda [--arch A | --min-arch A] [--host] [--timeout S] [--args "..."] [nvcc flags...]`.
 
     A cell whose first line is `//| export cuda/NAME.cuh` (see gpu_ml.export) may hold only device
     code and kernels: it is compiled as a check, and once it compiles, later cells of this process
@@ -439,11 +459,15 @@ def cuda_cell(line: str, cell: str, namespace: dict | None = None):
         print(f"built for {options.min_arch}, the oldest GPU its code compiles for: this GPU ({default_arch()}) "
               "cannot run it, and the cells that would are skipped")
     if _MAIN.search(cell):
-        if not has_gpu() or too_old:
+        if (not has_gpu() and not options.host) or too_old:
             why = "no CUDA GPU on this machine" if not has_gpu() else f"this GPU is older than {options.min_arch}"
             print(f"compiled {path.name} for {options.arch or default_arch()}; not run: {why}")
+            if namespace is not None:
+                namespace["cuda_output"] = None  # not an earlier program's output
             return None
         proc = run_program(path, shlex.split(options.args), timeout=options.timeout)
+        if namespace is not None:
+            namespace["cuda_output"] = proc.stdout
         print(proc.stdout, end="")
         if proc.stderr:
             print(proc.stderr, end="", file=sys.stderr)

@@ -122,6 +122,39 @@ def test_program_cell(capsys):
     assert ("hello from the host" in out) if HAS_GPU else ("not run: no CUDA GPU" in out)
 
 
+def test_a_host_program_runs_without_a_gpu_and_leaves_its_output(capsys, monkeypatch):
+    monkeypatch.setattr(cuda, "has_gpu", lambda: False)
+    ns = {"cuda_output": "an earlier program's"}
+    hello = '#include <cstdio>\nint main() { printf("hello from the host\\n"); return 0; }'
+    cuda.cuda_cell("--host", hello, ns)
+    assert "hello from the host" in capsys.readouterr().out and ns["cuda_output"] == "hello from the host\n"
+    cuda.cuda_cell("", hello, ns)  # not --host: compiled, not run, and no stale output left behind
+    assert "not run: no CUDA GPU" in capsys.readouterr().out and ns["cuda_output"] is None
+
+
+@pytest.mark.skipif(cuda.cutlass_include_dir() is None, reason="the nvidia-cutlass package is not installed")
+def test_cute_headers_are_on_the_include_path_and_their_version_in_the_cache_key(capsys):
+    assert cuda.cutlass_include_dir() in cuda.include_dirs()
+    ns = {}
+    cuda.cuda_cell("--host", """#include <cute/layout.hpp>
+using namespace cute;
+int main() {
+    auto layout = make_layout(make_shape(Int<2>{}, Int<3>{}), make_stride(Int<3>{}, Int<1>{}));  // row-major 2x3
+    for (int i = 0; i < size(layout); ++i) printf("%d ", int(layout(i)));
+    return 0;
+}""", ns)
+    assert ns["cuda_output"] == "0 3 1 4 2 5 "  # column by column: (0,0) (1,0) (0,1) (1,1) (0,2) (1,2)
+    digest = cuda.include_digest()
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(cuda.importlib.metadata, "version", lambda name: "0.0" if name == "nvidia-cutlass" else "?")
+        assert cuda.include_digest() != digest  # another CUTLASS: every cell rebuilds
+
+
+def test_without_cutlass_its_headers_are_not_on_the_include_path(monkeypatch):
+    monkeypatch.setattr(cuda.importlib.util, "find_spec", lambda name: None)
+    assert cuda.cutlass_include_dir() is None and len(cuda.include_dirs()) == 3
+
+
 def test_library_function_knows_its_build():
     ns = {}
     cuda.cuda_cell("", ADD, ns)

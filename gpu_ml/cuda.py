@@ -418,8 +418,8 @@ def _magic_parser() -> argparse.ArgumentParser:
     parser.add_argument("--arch", help="nvcc -arch (default: this GPU's, e.g. sm_90a)")
     parser.add_argument("--min-arch", help="the oldest arch the cell compiles for, e.g. sm_80 (cp.async, bf16 "
                         "WMMA): on an older GPU it is built for this one, as a check, and cannot run there")
-    parser.add_argument("--host", action="store_true", help="a program that launches no kernel (host code only, "
-                        "e.g. CuTe layouts printed): it runs without a GPU too")
+    parser.add_argument("--host", action="store_true", help="host code only, no kernel (e.g. CuTe layouts "
+                        "printed): such a program runs without a GPU too, and one build checks it for every arch")
     parser.add_argument("--timeout", type=float, default=60, help="program run timeout in seconds")
     parser.add_argument("--args", default="", help="command-line arguments for the program")
     return parser

@@ -1,6 +1,6 @@
 """The architecture matrix: every `%%cuda` cell of every notebook, and every Triton kernel of gpu_ml.kernels,
 compiles for each GPU generation a learner may have (T4 sm_75, A100 sm_80, L4/RTX 4090 sm_89, H100/H200 sm_90a),
-or declares the oldest one it needs.
+or declares the oldest one it needs (a `--host` program, which has no device code, is built once).
 
 A cell declares it on its magic line: `--arch sm_90a` (Hopper-only code: built for that arch alone) or
 `--min-arch sm_80` (built for sm_80 and newer; on an older GPU the notebook skips the cells that call it). Only
@@ -45,6 +45,8 @@ def cuda_cells() -> list[tuple[str, int, str, str]]:
 def targets(line: str) -> tuple[tuple[str, ...], list[str]]:
     """The archs a cell with this magic line must compile for, and its extra nvcc flags."""
     options, flags = cuda._magic_parser().parse_known_args(shlex.split(line.removeprefix("%%cuda")))
+    if options.host:  # a program with no device code: nothing differs between archs, one build checks it
+        return (TARGETS[0],), flags
     if options.arch:
         return (options.arch,), flags
     oldest = cuda.arch_number(options.min_arch or TARGETS[0])
@@ -61,6 +63,7 @@ def test_the_matrix_covers_every_cuda_cell():
     assert targets("%%cuda") == (TARGETS, [])
     assert targets("%%cuda --min-arch sm_80 -lineinfo") == (("sm_80", "sm_89", "sm_90a"), ["-lineinfo"])
     assert targets('%%cuda --arch sm_90a --timeout 9 --args "1 2"') == (("sm_90a",), [])
+    assert targets("%%cuda --host") == (("sm_75",), [])
 
 
 @pytest.mark.skipif(not cuda.has_nvcc(), reason="nvcc not found: CUDA cells cannot compile")

@@ -97,6 +97,9 @@ KERNELS_DIR = Path(__file__).parent / "kernels"  # too: #include "cuda/softmax_w
 _QUALIFIERS = re.compile(r"\b(const|__restrict__|__restrict|restrict|volatile)\b")
 _EXTERN_C = re.compile(r'extern\s+"C"\s+(?:__host__\s+)?([A-Za-z_][\w\s]*?)\s+(\w+)\s*\(([^)]*)\)\s*\{')
 _MAIN = re.compile(r"\bint\s+main\s*\(")
+# gcc's warning about an exported header cell's `#pragma once` when the cell is compiled on its own, as the main file
+# (an artefact of the check, not of the code), with the two lines that quote it.
+_PRAGMA_ONCE = re.compile(r"^cell\.cu:\d+:\d+: warning: #pragma once in main file\n.*\n.*\^.*(\n|$)", re.M)
 _EXPORT = re.compile(r"\A\s*//\| export (cuda/\w+\.cuh)\s*$", re.MULTILINE)
 # Where this process's exported cells put their source as they run (see cuda_cell): searched before gpu_ml/kernels,
 # so a cell that includes "cuda/NAME.cuh" compiles what the notebook just ran, even before `gpu-ml export`.
@@ -277,7 +280,7 @@ def build(
     except subprocess.TimeoutExpired as exc:
         raise CudaCompileError(f"nvcc took longer than {timeout:g} s") from exc
     os.replace(cell, folder / "cell.cu")  # the source stays beside the build, for a reader (or a failed build)
-    message = (proc.stdout + proc.stderr).strip().replace(cell.name, "cell.cu")
+    message = _PRAGMA_ONCE.sub("", (proc.stdout + proc.stderr).replace(cell.name, "cell.cu")).strip()
     if proc.returncode != 0:
         raise CudaCompileError(f"nvcc failed (exit {proc.returncode}):\n{message}\n"
                                f"command: {shlex.join(cmd).replace(cell.name, 'cell.cu')}")

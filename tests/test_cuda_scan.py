@@ -73,8 +73,8 @@ def reference(x: torch.Tensor, exclusive: bool) -> torch.Tensor:
 
 
 def bound(x: torch.Tensor, items: int) -> torch.Tensor:
-    """The notebook's bound: gamma_d * (scan of |x|), d = 96 + 8 * (the element's tile)."""
-    depth = (96 + 8 * (torch.arange(x.numel(), device=x.device) // (256 * items))).double()
+    """The notebook's bound: gamma_d * (scan of |x|), d = 96 + 11 * (the element's tile)."""
+    depth = (96 + 11 * (torch.arange(x.numel(), device=x.device) // (256 * items))).double()
     u = 2.0**-24
     return depth * u / (1 - depth * u) * x.double().abs().cumsum(0)
 

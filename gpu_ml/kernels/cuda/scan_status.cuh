@@ -11,6 +11,7 @@
 enum ScanFlag : unsigned { SCAN_EMPTY = 0, SCAN_AGGREGATE = 1, SCAN_PREFIX = 2 };  // nothing yet, tile sum, prefix
 using ScanWord = unsigned long long;
 using ScanWordRef = cuda::atomic_ref<ScanWord, cuda::thread_scope_device>;
+inline constexpr int SCAN_LOOKBACK_WORDS = 4;  // status words per lane in a look-back: a window of 128 tiles
 
 __device__ __forceinline__ unsigned scan_bits(float v) { return __float_as_uint(v); }
 __device__ __forceinline__ unsigned scan_bits(int v) { return (unsigned)v; }
@@ -24,21 +25,43 @@ __device__ __forceinline__ void publish(ScanWord* word, ScanFlag flag, T value) 
     ScanWordRef(*word).store(((ScanWord)flag << 32) | scan_bits(value), cuda::memory_order_relaxed);
 }
 
-// Called by the 32 lanes of one warp for tile `tile` > 0: the sum of every element before the tile. Lane l reads
-// the word of tile - 1 - l; the warp rereads until none of the 32 is empty, adds the values up to the nearest
-// inclusive prefix and stops, or, with 32 aggregates and no prefix, adds them and moves 32 tiles further back.
-template <typename T>
+// Called by the 32 lanes of one warp for tile `tile` > 0: the sum of every element before the tile. The warp reads a
+// window of 32 * WORDS status words at once, lane l the WORDS words at distances WORDS * l + 1 .. WORDS * (l + 1) from
+// the tile (lane 0 the nearest). It rereads until none is empty, then adds the values up to the nearest inclusive
+// prefix and stops, or, with aggregates only, adds them all and moves a whole window further back.
+template <typename T, int WORDS = SCAN_LOOKBACK_WORDS>
 __device__ T look_back(ScanWord* status, int tile) {
     const int lane = threadIdx.x % 32;
     T prefix = T(0);
-    for (int j = tile - 1 - lane;; j -= 32) {
-        ScanWord w = j >= 0 ? ScanWordRef(status[j]).load(cuda::memory_order_relaxed)
-                            : (ScanWord)SCAN_PREFIX << 32;  // before tile 0: a prefix of 0
-        while (__any_sync(0xffffffffu, flag_of(w) == SCAN_EMPTY))
-            if (flag_of(w) == SCAN_EMPTY) w = ScanWordRef(status[j]).load(cuda::memory_order_relaxed);
-        const unsigned prefixes = __ballot_sync(0xffffffffu, flag_of(w) == SCAN_PREFIX);
-        const int stop = prefixes ? __ffs(prefixes) - 1 : 31;  // the nearest lane with a prefix, or the whole window
-        prefix = scan_add(prefix, warp_total(lane <= stop ? scan_value<T>(w) : T(0)));
+    for (int end = tile;; end -= 32 * WORDS) {  // the window: the 32 * WORDS tiles before `end`
+        ScanWord w[WORDS];
+#pragma unroll
+        for (int m = 0; m < WORDS; ++m) {
+            const int j = end - 1 - WORDS * lane - m;
+            w[m] = j >= 0 ? ScanWordRef(status[j]).load(cuda::memory_order_relaxed)
+                          : (ScanWord)SCAN_PREFIX << 32;  // before tile 0: a prefix of 0
+        }
+        for (;;) {
+            bool empty = false;
+#pragma unroll
+            for (int m = 0; m < WORDS; ++m) empty |= flag_of(w[m]) == SCAN_EMPTY;
+            if (!__any_sync(0xffffffffu, empty)) break;
+#pragma unroll
+            for (int m = 0; m < WORDS; ++m)
+                if (flag_of(w[m]) == SCAN_EMPTY) w[m] = ScanWordRef(status[end - 1 - WORDS * lane - m]).load(
+                                                      cuda::memory_order_relaxed);
+        }
+        int first = WORDS;  // this lane's nearest prefix, or WORDS for none
+#pragma unroll
+        for (int m = WORDS - 1; m >= 0; --m)
+            if (flag_of(w[m]) == SCAN_PREFIX) first = m;
+        const unsigned prefixes = __ballot_sync(0xffffffffu, first < WORDS);
+        const int stop = prefixes ? __ffs(prefixes) - 1 : 32;  // the nearest lane with a prefix, or none
+        T mine = T(0);  // the lanes before `stop` add all their words, lane `stop` those up to its prefix
+#pragma unroll
+        for (int m = 0; m < WORDS; ++m)
+            if (lane < stop || (lane == stop && m <= first)) mine = scan_add(mine, scan_value<T>(w[m]));
+        prefix = scan_add(prefix, warp_total(mine));
         if (prefixes) return prefix;
     }
 }

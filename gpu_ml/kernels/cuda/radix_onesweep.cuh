@@ -6,6 +6,8 @@
 #include "cuda/radix_tile.cuh"   // RadixTileStorage, radix_load, radix_digits, radix_rank, radix_scatter
 #include "cuda/scan_status.cuh"  // ScanWord, ScanWordRef, publish, flag_of, scan_value
 
+inline constexpr int RADIX_LOOKBACK = 8;  // tiles whose status words a digit's look-back reads at once
+
 // The histogram of all four digits in one read of the keys: counts[pass * 256 + digit] (zeroed by the caller).
 // Blocks stride over the tiles, count in shared memory, and add their counts into global memory once.
 template <int ITEMS>
@@ -47,17 +49,28 @@ __global__ void __launch_bounds__(RADIX_THREADS) radix_digit_offsets_kernel(cons
     }
 }
 
-// Thread `digit` of tile `tile` > 0: the keys of its digit in all tiles before. Walks back one tile at a time,
-// rereading a word while it is empty, adding counts, and stopping at the first inclusive prefix (tile 0 always
-// publishes one, and publishes it without waiting).
+// Thread `digit` of tile `tile` > 0: the keys of its digit in all tiles before. Reads the words of RADIX_LOOKBACK
+// tiles at once (tile - 1 back to tile - RADIX_LOOKBACK: independent loads, one wait for all of them), rereads those
+// still empty, then adds counts from the nearest tile on and stops at the first inclusive prefix; with none in the
+// window, it moves a whole window further back. Tile 0 always publishes a prefix, without waiting.
 __device__ __forceinline__ int digit_look_back(ScanWord* status, int tile, int digit) {
     int before = 0;
-    for (int j = tile - 1;; --j) {
-        ScanWordRef word(status[(long long)j * RADIX_DIGITS + digit]);
-        ScanWord w = word.load(cuda::memory_order_relaxed);
-        while (flag_of(w) == SCAN_EMPTY) w = word.load(cuda::memory_order_relaxed);
-        before += scan_value<int>(w);
-        if (flag_of(w) == SCAN_PREFIX) return before;
+    for (int end = tile;; end -= RADIX_LOOKBACK) {  // the window: tiles end - 1 down to end - RADIX_LOOKBACK
+        ScanWord w[RADIX_LOOKBACK];
+#pragma unroll
+        for (int m = 0; m < RADIX_LOOKBACK; ++m) {
+            const int j = end - 1 - m;
+            w[m] = j >= 0 ? ScanWordRef(status[(long long)j * RADIX_DIGITS + digit]).load(cuda::memory_order_relaxed)
+                          : (ScanWord)SCAN_PREFIX << 32;  // before tile 0: a prefix of 0
+        }
+#pragma unroll
+        for (int m = 0; m < RADIX_LOOKBACK; ++m) {  // nearest first
+            while (flag_of(w[m]) == SCAN_EMPTY)  // (never for a tile before 0)
+                w[m] = ScanWordRef(status[(long long)(end - 1 - m) * RADIX_DIGITS + digit]).load(
+                    cuda::memory_order_relaxed);
+            before += scan_value<int>(w[m]);
+            if (flag_of(w[m]) == SCAN_PREFIX) return before;
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 
 `ncu(code, kernel="regex", metrics=[...])` runs `python -c code` under `ncu --csv`, profiles the first `count`
 launches whose kernel name matches, and returns one `Measurement` per kernel launch and metric; `by_kernel` arranges
-them as a table. Without a CUDA GPU, or without `ncu` on PATH, it raises before starting anything.
+them as a table. Without a CUDA GPU, or without `ncu` (on PATH or beside nvcc), it raises before starting anything.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+from gpu_ml.cuda import has_nvcc, nvcc
 from gpu_ml.env import has_gpu
 
 # What a roofline needs: time, DRAM and SM throughput, and the bytes and FLOPs behind them.
@@ -37,13 +39,22 @@ class Measurement:
     value: float | str  # a number where ncu printed one (thousands separators removed), else its text
 
 
+def find(name: str) -> str | None:
+    """Path of an NVIDIA command-line tool (ncu, compute-sanitizer): on PATH, else beside nvcc; None if neither."""
+    found = shutil.which(name)
+    if found or not has_nvcc():
+        return found
+    candidate = Path(nvcc()).parent / name
+    return str(candidate) if candidate.exists() else None
+
+
 def tool(name: str) -> str:
     """Path of an NVIDIA command-line tool (ncu, compute-sanitizer); a clear error if absent or without a GPU."""
     if not has_gpu():
         raise RuntimeError(f"{name} watches CUDA kernels as they run: it needs a CUDA GPU, and this machine has none")
-    found = shutil.which(name)
+    found = find(name)
     if found is None:
-        raise FileNotFoundError(f"{name} not found on PATH: it comes with the CUDA toolkit (e.g. "
+        raise FileNotFoundError(f"{name} not found on PATH nor beside nvcc: it comes with the CUDA toolkit (e.g. "
                                 f"/usr/local/cuda/bin); add that folder to PATH")
     return found
 

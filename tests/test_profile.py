@@ -39,8 +39,23 @@ def test_parse_csv_reads_the_measurements_after_the_header():
 def test_sanitizer_summary_is_read():
     assert sanitize.errors_in("========= ERROR SUMMARY: 0 errors\n") == 0
     assert sanitize.errors_in("========= Invalid __global__ write\n========= ERROR SUMMARY: 3 errors\n") == 3
+    assert sanitize.errors_in("========= RACECHECK SUMMARY: 3 hazards displayed (2 errors, 1 warnings)\n") == 2
     with pytest.raises(ValueError, match="no 'ERROR SUMMARY' line"):
         sanitize.errors_in("Segmentation fault\n")
+
+
+def test_a_tool_is_found_on_path_or_beside_nvcc(tmp_path, monkeypatch):
+    _stand_in(tmp_path, "nvcc", "exit 0\n")
+    _stand_in(tmp_path, "compute-sanitizer", "exit 0\n")
+    monkeypatch.setattr(profile, "nvcc", lambda: str(tmp_path / "nvcc"))
+    monkeypatch.setattr(profile, "has_nvcc", lambda: True)
+    monkeypatch.setattr(shutil, "which", lambda name: None)  # on no PATH
+    assert profile.find("compute-sanitizer") == str(tmp_path / "compute-sanitizer")
+    assert profile.find("ncu") is None
+    monkeypatch.setattr(profile, "has_gpu", lambda: False)
+    assert not sanitize.available()  # the tool is there, the GPU is not
+    monkeypatch.setattr(sanitize, "has_gpu", lambda: True)
+    assert sanitize.available()
 
 
 def test_without_a_gpu_or_the_tool_nothing_starts(monkeypatch):
@@ -80,6 +95,11 @@ def test_the_child_process_is_run_and_read_through_stand_in_tools(tmp_path, monk
               'echo "========= ERROR SUMMARY: 2 errors"\nexit 0\n')
     report = sanitize.sanitize("pass", tool="racecheck")
     assert report.errors == 2 and not report.clean and report.tool == "racecheck"
+    _stand_in(tmp_path, "compute-sanitizer", f'echo "$@" > {tmp_path}/cs.args\n'
+              'echo "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"\n')
+    report = sanitize.sanitize_program(tmp_path / "a.out", tool="racecheck")
+    assert report.clean
+    assert (tmp_path / "cs.args").read_text().split() == ["--tool", "racecheck", str(tmp_path / "a.out")]
 
 
 needs_gpu = pytest.mark.skipif(not has_gpu(), reason="needs a CUDA GPU")
@@ -95,7 +115,7 @@ def test_ncu_measures_a_matmul_on_the_gpu():
 
 
 @needs_gpu
-@pytest.mark.skipif(shutil.which("compute-sanitizer") is None, reason="compute-sanitizer not found")
+@pytest.mark.skipif(not sanitize.available(), reason="compute-sanitizer not found")
 def test_sanitize_finds_nothing_in_a_clean_run():
     report = sanitize.sanitize(MATMUL)
     assert report.clean, report.output[-2000:]

@@ -12,15 +12,11 @@ Without a GPU (CI), only the lookup and a compile of the generated programs run.
 
 from __future__ import annotations
 
-import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from gpu_ml import cuda
-from gpu_ml.env import has_gpu
+from gpu_ml import cuda, sanitize
 from gpu_ml.export import KERNELS as GENERATED
 
 CUDA_KERNELS = GENERATED / "cuda"
@@ -160,27 +156,8 @@ def test_harness_compiles(name, tmp_path, monkeypatch):
     assert cuda.build(source, library=False, arch=arch).exists()
 
 
-def sanitizer() -> str | None:
-    """compute-sanitizer on PATH, or next to nvcc."""
-    found = shutil.which("compute-sanitizer")
-    if found:
-        return found
-    try:
-        candidate = Path(cuda.nvcc()).parent / "compute-sanitizer"
-    except FileNotFoundError:
-        return None
-    return str(candidate) if candidate.exists() else None
-
-
-SUMMARY = {  # the line that says the tool finished and found nothing
-    "memcheck": re.compile(r"ERROR SUMMARY: 0 errors"),
-    "racecheck": re.compile(r"ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards displayed \(0 errors"),
-}
-
-
 @pytest.mark.gpu
-@pytest.mark.skipif(not has_gpu(), reason="needs a CUDA GPU")
-@pytest.mark.skipif(sanitizer() is None, reason="compute-sanitizer not found")
+@pytest.mark.skipif(not sanitize.available(), reason="needs a CUDA GPU and compute-sanitizer")
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_sanitizer_reports_no_error(name, tool):
@@ -189,12 +166,7 @@ def test_sanitizer_reports_no_error(name, tool):
     if name in HOPPER_ONLY and torch.cuda.get_device_capability()[0] != 9:
         pytest.skip(f"{name} needs a Hopper GPU (sm_90a)")
     source, arch = program(name)
-    exe = cuda.build(source, library=False, arch=arch)
-    proc = subprocess.run(
-        [sanitizer(), "--tool", tool, "--error-exitcode", "1", str(exe)], capture_output=True, text=True, timeout=900
-    )
-    output = proc.stdout + proc.stderr
-    print(output)
-    assert proc.returncode == 0, f"{tool} on {name}: exit code {proc.returncode}\n{output[-4000:]}"
-    assert f"{name} " in output and "max relative error" in output, f"the program did not finish:\n{output[-4000:]}"
-    assert SUMMARY[tool].search(output), f"{tool} printed no clean summary for {name}:\n{output[-4000:]}"
+    report = sanitize.sanitize_program(cuda.build(source, library=False, arch=arch), tool=tool)
+    assert f"{name} " in report.output and "max relative error" in report.output, \
+        f"the program did not finish:\n{report.output[-4000:]}"
+    assert report.clean, f"{tool} on {name}: exit {report.returncode}, {report.errors} errors\n{report.output[-4000:]}"

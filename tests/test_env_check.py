@@ -28,6 +28,22 @@ def test_setup_on_cpu_switches_triton_to_the_interpreter(monkeypatch):
     assert os.environ["TRITON_INTERPRET"] == "1"
 
 
+def test_setup_on_colab_installs_only_what_colab_lacks_and_elsewhere_nothing(monkeypatch, capsys):
+    from gpu_ml import notebook
+
+    calls = []
+    monkeypatch.setattr(notebook.subprocess, "run", lambda cmd, check: calls.append(cmd))
+    real_find_spec = notebook.importlib.util.find_spec
+    monkeypatch.setattr(notebook.importlib.util, "find_spec",
+                        lambda name: None if name in ("tqdm", "ipywidgets") else real_find_spec(name))
+    gpu_ml.setup(quiet=True)  # not Colab: nothing installed
+    assert calls == []
+    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))  # a faked Colab
+    gpu_ml.setup(quiet=True)
+    assert calls == [[sys.executable, "-m", "pip", "install", "-q", "tqdm", "ipywidgets"]]
+    assert "Colab: installing tqdm, ipywidgets" in capsys.readouterr().out
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CPU behaviour")
 def test_setup_after_a_compiled_kernel_is_refused(monkeypatch):
     from triton.runtime.jit import JITFunction

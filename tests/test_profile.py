@@ -52,7 +52,7 @@ def test_a_tool_is_found_on_path_or_beside_nvcc(tmp_path, monkeypatch):
     monkeypatch.setattr(shutil, "which", lambda name: None)  # on no PATH
     assert profile.find("compute-sanitizer") == str(tmp_path / "compute-sanitizer")
     assert profile.find("ncu") is None
-    monkeypatch.setattr(profile, "has_gpu", lambda: False)
+    monkeypatch.setattr(sanitize, "has_gpu", lambda: False)
     assert not sanitize.available()  # the tool is there, the GPU is not
     monkeypatch.setattr(sanitize, "has_gpu", lambda: True)
     assert sanitize.available()
@@ -65,7 +65,8 @@ def test_without_a_gpu_or_the_tool_nothing_starts(monkeypatch):
     with pytest.raises(RuntimeError, match="compute-sanitizer .* needs a CUDA GPU"):
         sanitize.sanitize("pass")
     monkeypatch.setattr(profile, "has_gpu", lambda: True)
-    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setattr(shutil, "which", lambda name: None)  # neither on PATH nor beside an nvcc
+    monkeypatch.setattr(profile, "has_nvcc", lambda: False)
     with pytest.raises(FileNotFoundError, match="ncu not found on PATH"):
         profile.ncu("pass")
     with pytest.raises(ValueError, match="tool must be one of"):

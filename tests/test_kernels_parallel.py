@@ -28,15 +28,18 @@ def test_scans_match_torch_in_float32_and_exactly_in_int32(scan, n):
     assert torch.equal(scan(xi, block=256), xi.cumsum(0, dtype=torch.int32))
 
 
-@pytest.mark.parametrize("window, sem", [(2, "relaxed"), (32, "relaxed"), (32, "acq_rel")])
-def test_lookback_through_many_windows_is_exact_in_int32(window, sem):
+@pytest.mark.parametrize("window, sem, stride", [(2, "relaxed", 16), (32, "relaxed", 16), (32, "acq_rel", 16),
+                                                  (32, "relaxed", 1), (8, "relaxed", 3)])
+def test_lookback_through_many_windows_is_exact_in_int32(window, sem, stride):
     # small tiles and windows: on a GPU most tiles meet only aggregates in their first windows and walk further back
     n = 2**22 + 3 if GPU else 20_001
     x = torch.randint(-(2**31), 2**31 - 1, (n,), device=DEVICE, dtype=torch.int32)
-    got = sc.cumsum_lookback(x, block=256, num_warps=4, window=window, sem=sem)
+    got = sc.cumsum_lookback(x, block=256, num_warps=4, window=window, sem=sem, stride=stride)
     assert torch.equal(got, x.cumsum(0, dtype=torch.int32))
     with pytest.raises(ValueError, match="sem must be"):
         sc.cumsum_lookback(x, sem="release")
+    with pytest.raises(ValueError, match="stride must be a positive int"):
+        sc.cumsum_lookback(x, stride=0)
 
 
 @pytest.mark.parametrize("scan", SCANS, ids=lambda f: f.__name__)

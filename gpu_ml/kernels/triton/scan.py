@@ -66,31 +66,33 @@ def _packed(value, FLAG: tl.constexpr):
 
 @triton.jit
 def lookback_scan_kernel(x_ptr, y_ptr, status_ptr, counter_ptr, n, BLOCK: tl.constexpr, WINDOW: tl.constexpr,
-                         SEM: tl.constexpr):
+                         SEM: tl.constexpr, STRIDE: tl.constexpr):
     """Single-pass inclusive scan (Merrill and Garland's decoupled look-back): tile ids are handed out in start order
     by an atomic counter; each tile publishes its sum, then reads its predecessors' status words WINDOW at a time,
-    adding sums back to the nearest inclusive prefix, publishes its own inclusive prefix and writes its output."""
+    adding sums back to the nearest inclusive prefix, publishes its own inclusive prefix and writes its output.
+    Tile t's status word is status_ptr[t * STRIDE]."""
     # SEM "relaxed" is enough: flag and value travel in one word and nothing else is published, so no atomic needs
     # to order the program's other loads and stores ("acq_rel", Triton's default, does)
     tile = tl.atomic_add(counter_ptr, 1, sem=SEM)  # not program_id: a tile never waits for one not yet started
     offs = tile.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + offs, mask=offs < n, other=0)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0, eviction_policy="evict_first")  # read once: stream it
     local = tl.sum(x, axis=0)
-    tl.atomic_xchg(status_ptr + tile, _packed(local, 1), sem=SEM)
+    mine = status_ptr + tile.to(tl.int64) * STRIDE
+    tl.atomic_xchg(mine, _packed(local, 1), sem=SEM)
     prefix = tl.zeros((), x.dtype)
     end = tile  # the window: the WINDOW tiles before `end`
     while end > 0:
         j = end - WINDOW + tl.arange(0, WINDOW)
         # volatile: read from L2 every time, where the atomics publish; "before tile 0" reads as a prefix of 0
-        words = tl.load(status_ptr + j, mask=j >= 0, other=2 << 32, volatile=True)
+        words = tl.load(status_ptr + j.to(tl.int64) * STRIDE, mask=j >= 0, other=2 << 32, volatile=True)
         flags = words >> 32
         if tl.min(flags, axis=0) != 0:  # every tile of the window has published (else read the window again)
             values = (words & 0xFFFFFFFF).to(tl.int32).to(x.dtype, bitcast=True)
             last = tl.max(tl.where(flags == 2, j, end - WINDOW - 1), axis=0)  # the nearest inclusive prefix
             prefix += tl.sum(tl.where(j >= last, values, 0), axis=0)
             end = tl.where(last >= end - WINDOW, 0, end - WINDOW)  # found one: done; else the window before
-    tl.atomic_xchg(status_ptr + tile, _packed(prefix + local, 2), sem=SEM)
-    tl.store(y_ptr + offs, tl.cumsum(x, axis=0) + prefix, mask=offs < n)
+    tl.atomic_xchg(mine, _packed(prefix + local, 2), sem=SEM)
+    tl.store(y_ptr + offs, tl.cumsum(x, axis=0) + prefix, mask=offs < n, cache_modifier=".cs")
 
 
 SCAN_DTYPES = (torch.float32, torch.int32)
@@ -121,21 +123,24 @@ def cumsum_reduce_then_scan(x, block=4096):
     return y
 
 
-def cumsum_lookback(x, block=2048, num_warps=4, window=128, sem="relaxed"):
+def cumsum_lookback(x, block=4096, num_warps=4, window=128, sem="relaxed", stride=1):
     """Inclusive prefix sum of a 1-D float32 or int32 tensor in one pass (decoupled look-back): each element is
     read once and written once. int32 wraps on overflow. `sem`: the memory order of its atomics, "relaxed" or
-    "acq_rel" (slower, for comparison)."""
+    "acq_rel" (slower, for comparison); `stride`: 64-bit words from one tile's status word to the next (1: packed;
+    16: a 128-byte line each, for comparison)."""
     check_scan_input("cumsum_lookback", x)
     if sem not in ("relaxed", "acq_rel"):
         raise ValueError(f"cumsum_lookback(): sem must be 'relaxed' or 'acq_rel', got {sem!r}")
+    if not (isinstance(stride, int) and stride >= 1):
+        raise ValueError(f"cumsum_lookback(): stride must be a positive int, got {stride!r}")
     y = torch.empty_like(x)
     n = x.numel()
     if n == 0:
         return y
     tiles = triton.cdiv(n, block)
-    status = torch.zeros(tiles + 1, device=x.device, dtype=torch.int64)  # the last word is the tile counter
-    lookback_scan_kernel[(tiles,)](x, y, status, status[tiles:].view(torch.int32), n, BLOCK=block,
-                                   WINDOW=window, SEM=sem, num_warps=num_warps)
+    status = torch.zeros(tiles * stride + 1, device=x.device, dtype=torch.int64)  # the last word: the tile counter
+    lookback_scan_kernel[(tiles,)](x, y, status, status[tiles * stride:].view(torch.int32), n, BLOCK=block,
+                                   WINDOW=window, SEM=sem, STRIDE=stride, num_warps=num_warps)
     return y
 
 

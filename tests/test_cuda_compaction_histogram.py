@@ -50,8 +50,9 @@ def lib():
     return cuda.load_library(cuda.build(SOURCE, library=True), SOURCE)
 
 
-def tiles(n: int, items: int) -> int:
-    return -(-n // (256 * items))
+def status_words(n: int, items: int) -> int:
+    """The status words of 6.1's one-pass scan: a 128-byte line of 16 per tile and the tile counter."""
+    return 16 * -(-n // (256 * items)) + 1
 
 
 def compact(lib, x, t, items=16, out=None):
@@ -59,7 +60,7 @@ def compact(lib, x, t, items=16, out=None):
     fn = lib["compact_f32" if x.dtype == torch.float32 else "compact_i32"]
     out = torch.full_like(x, SENTINEL) if out is None else out
     count = torch.full((1,), -1, dtype=torch.int32, device="cuda")
-    status = torch.full((tiles(x.numel(), items) + 1,), -1, dtype=torch.int64, device="cuda")  # zeroed by it
+    status = torch.full((status_words(x.numel(), items),), -1, dtype=torch.int64, device="cuda")  # zeroed by it
     rc = fn(x, out, count, status, status.numel(), x.numel(), t, items)  # launched here, not inside an assert
     assert rc == 0, f"launch_compact refused a valid launch ({rc})"
     return out, int(count.item())
@@ -151,7 +152,7 @@ def test_compaction_refusals(lib):
     fn = lib["compact_i32"]
     x = torch.ones(5000, dtype=torch.int32, device="cuda")
     out, count = torch.full_like(x, 7), torch.full((1,), -1, dtype=torch.int32, device="cuda")
-    status = torch.zeros(tiles(x.numel(), 16) + 1, dtype=torch.int64, device="cuda")
+    status = torch.zeros(status_words(x.numel(), 16), dtype=torch.int64, device="cuda")
     assert fn(x, out, count, status, status.numel(), x.numel(), 0, 12) == -1  # no such tile size
     assert fn(x, out, count, status, status.numel() - 1, x.numel(), 0, 16) == -1  # status too small
     assert fn(x, out, count, status, status.numel(), -1, 0, 16) == -1
@@ -174,7 +175,7 @@ def test_compaction_on_a_side_stream_and_in_a_cuda_graph(lib):
         assert torch.equal(out[:k], x[x > 0])
         out = torch.empty_like(x)
         count = torch.empty(1, dtype=torch.int32, device="cuda")
-        status = torch.empty(tiles(x.numel(), 16) + 1, dtype=torch.int64, device="cuda")
+        status = torch.empty(status_words(x.numel(), 16), dtype=torch.int64, device="cuda")
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             fn(x, out, count, status, status.numel(), x.numel(), 0.0, 16)
@@ -270,7 +271,7 @@ PROGRAM = r"""
 // variant, into exactly sized buffers, checked on the host.
 template <typename T>
 static int check_compact(long long n) {
-    const long long tiles = (n + 4095) / 4096;
+    const long long words = scan_status_words(n, 16);
     std::vector<T> x(n), out(n);
     for (long long i = 0; i < n; ++i) x[i] = (T)((int)((i * 2654435761ull) % 201) - 100);
     T *dx, *dout;
@@ -279,9 +280,9 @@ static int check_compact(long long n) {
     CHECK(cudaMalloc(&dx, n * sizeof(T)));
     CHECK(cudaMalloc(&dout, n * sizeof(T)));
     CHECK(cudaMalloc(&dcount, sizeof(int)));
-    CHECK(cudaMalloc(&status, (tiles + 1) * sizeof(long long)));
+    CHECK(cudaMalloc(&status, words * sizeof(long long)));
     CHECK(cudaMemcpy(dx, x.data(), n * sizeof(T), cudaMemcpyHostToDevice));
-    const int rc = launch_compact(dx, dout, dcount, status, tiles + 1, n, (T)7, 16, 0);
+    const int rc = launch_compact(dx, dout, dcount, status, words, n, (T)7, 16, 0);
     if (rc != 0) return 100 + rc;
     CHECK(cudaDeviceSynchronize());
     int k = 0;

@@ -58,7 +58,7 @@ def scratch(n: int, items: int, onesweep: bool) -> tuple[torch.Tensor, torch.Ten
     """(counts, status) as large as launch_radix_sort needs, filled with junk: the launcher zeroes what it uses."""
     cells = 256 * tiles(n, items)
     counts = torch.full((2 * 4 * 256 if onesweep else 2 * cells,), -7, dtype=torch.int32, device="cuda")
-    status = torch.full((cells + 1 if onesweep else -(-cells // 4096) + 1,), -1, dtype=torch.int64, device="cuda")
+    status = torch.full((cells + 1 if onesweep else 16 * -(-cells // 4096) + 1,), -1, dtype=torch.int64, device="cuda")
     return counts, status
 
 

@@ -46,10 +46,15 @@ def tiles(n: int, items: int) -> int:
     return -(-n // (256 * items))
 
 
+def status_words(n: int, items: int) -> int:
+    """The one pass's status words: a 128-byte line of 16 per tile (cuda/scan_status.cuh) and the tile counter."""
+    return 16 * tiles(n, items) + 1
+
+
 def scratch(variant: str, n: int, items: int, dtype: torch.dtype) -> torch.Tensor:
-    """One sum per tile (three kernels), or one status word per tile and the tile counter (one pass)."""
+    """One sum per tile (three kernels), or the status words (one pass)."""
     if variant == "scan_lookback":
-        return torch.full((tiles(n, items) + 1,), -1, dtype=torch.int64, device="cuda")  # the launcher zeroes it
+        return torch.full((status_words(n, items),), -1, dtype=torch.int64, device="cuda")  # the launcher zeroes it
     return torch.empty(max(1, tiles(n, items)), dtype=dtype, device="cuda")
 
 
@@ -216,14 +221,15 @@ static int check(long long n) {
     CHECK(cudaMalloc(&dx, n * sizeof(T)));
     CHECK(cudaMalloc(&dy, n * sizeof(T)));
     CHECK(cudaMalloc(&sums, tiles * sizeof(T)));
-    CHECK(cudaMalloc(&status, (tiles + 1) * sizeof(long long)));
+    CHECK(cudaMalloc(&status, scan_status_words(n, 16) * sizeof(long long)));
     CHECK(cudaMemcpy(dx, x.data(), n * sizeof(T), cudaMemcpyHostToDevice));
     int wrong = 0;
     for (int variant = 0; variant < 2; ++variant)
         for (int exclusive = 0; exclusive < 2; ++exclusive) {
             CHECK(cudaMemset(dy, 0xFF, n * sizeof(T)));
+            const long long words = scan_status_words(n, 16);
             const int rc = variant == 0 ? launch_reduce_then_scan(dx, dy, sums, tiles, n, exclusive, 16, 0)
-                                        : launch_scan_lookback(dx, dy, status, tiles + 1, n, exclusive, 16, 0);
+                                        : launch_scan_lookback(dx, dy, status, words, n, exclusive, 16, 0);
             if (rc != 0) return 100 + rc;
             CHECK(cudaDeviceSynchronize());
             CHECK(cudaMemcpy(y.data(), dy, n * sizeof(T), cudaMemcpyDeviceToHost));

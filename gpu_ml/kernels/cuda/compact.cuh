@@ -4,7 +4,7 @@
 
 #pragma once
 #include <climits>
-#include "cuda/scan.cuh"  // lesson 6.1: load_tile, block_tile_scan, publish, look_back, scan_tile_count, scan_aligned
+#include "cuda/scan.cuh"  // lesson 6.1: load_tile, block_tile_scan, publish, look_back, status_slot, scan_status_words
 
 // Stable compaction in one pass: the elements of x greater than `threshold`, in their order, to out[0, k), and k to
 // *count. It is the single-pass scan of lesson 6.1 with the flags (x > threshold: 0 or 1) for values: the exclusive
@@ -40,11 +40,11 @@ __global__ void __launch_bounds__(SCAN_WARPS * 32) compact_kernel(const T* __res
     if (threadIdx.x < 32) {  // warp 0 publishes and looks back, as in scan_lookback_kernel
         int prefix = 0;
         if (tile > 0) {
-            if (threadIdx.x == 0) publish(status + tile, SCAN_AGGREGATE, aggregate);
+            if (threadIdx.x == 0) publish(status + status_slot(tile), SCAN_AGGREGATE, aggregate);
             prefix = look_back<int>(status, tile);
         }
         if (threadIdx.x == 0) {
-            publish(status + tile, SCAN_PREFIX, prefix + aggregate);
+            publish(status + status_slot(tile), SCAN_PREFIX, prefix + aggregate);
             tile_prefix = prefix;
             if (tile == (int)gridDim.x - 1) *count = prefix + aggregate;  // the last tile knows the total
         }
@@ -62,20 +62,20 @@ template <typename T, int VECS>
 static int compact_with(const T* x, T* out, int* count, long long* status, long long words, long long n,
                         T threshold, cudaStream_t stream) {
     const long long tiles = scan_tile_count(n, VECS);
-    if (words < tiles + 1) return -1;
-    const cudaError_t err = cudaMemsetAsync(status, 0, (tiles + 1) * sizeof(long long), stream);  // all empty
+    if (words < status_slot(tiles) + 1) return -1;
+    const cudaError_t err = cudaMemsetAsync(status, 0, (status_slot(tiles) + 1) * sizeof(long long), stream);
     if (err != cudaSuccess) return (int)err;
     ScanWord* word = reinterpret_cast<ScanWord*>(status);
     compact_kernel<T, VECS><<<(unsigned)tiles, SCAN_WARPS * 32, 0, stream>>>(
-        x, out, count, word, reinterpret_cast<unsigned*>(word + tiles), n, threshold, scan_aligned(x, x));
+        x, out, count, word, reinterpret_cast<unsigned*>(word + status_slot(tiles)), n, threshold, scan_aligned(x, x));
     return 0;  // a launch error is left for the caller (the magic raises it)
 }
 
 // Stable compaction of n float or int elements (n < 2^31: the count is an int), on `stream`: out[0, k) gets the
 // elements > threshold in order, *count gets k. items: elements per thread, 4, 8, 16 or 32 (tiles of 256 * items).
-// status: at least one 64-bit word per tile and one more (the tile counter), zeroed here. Returns 0 once launched
-// (n = 0: nothing launched, *count untouched), -1 (nothing launched) for another items, too small a status, n < 0
-// or n >= 2^31, or a CUDA error code.
+// status: at least scan_status_words(n, items) 64-bit words (6.1: a line per tile, the tile counter), zeroed here.
+// Returns 0 once launched (n = 0: nothing launched, *count untouched), -1 (nothing launched) for another items, too
+// small a status, n < 0 or n >= 2^31, or a CUDA error code.
 template <typename T>
 static int launch_compact(const T* x, T* out, int* count, long long* status, long long words, long long n,
                           T threshold, int items, cudaStream_t stream) {

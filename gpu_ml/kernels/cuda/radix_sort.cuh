@@ -19,7 +19,7 @@ inline long long radix_count_words(long long n, int items, bool onesweep) {
 }
 inline long long radix_status_words(long long n, int items, bool onesweep) {
     const long long cells = RADIX_DIGITS * radix_tile_count(n, items);
-    return onesweep ? cells + 1 : scan_tile_count(cells, 4) + 1;
+    return onesweep ? cells + 1 : scan_status_words(cells, 16);
 }
 
 template <int ITEMS>
@@ -34,7 +34,7 @@ static int radix_classic_with(const unsigned* keys_in, const unsigned* values_in
         unsigned* dst_v = values_in == nullptr ? nullptr : pass % 2 == 0 ? values_alt : values_out;
         radix_upsweep_kernel<ITEMS><<<(unsigned)tiles, RADIX_THREADS, 0, stream>>>(src, n, kind, pass, counts,
                                                                                     (int)tiles);
-        const int rc = launch_scan_lookback<int>(counts, offsets, status, scan_tile_count(cells, 4) + 1, cells, true,
+        const int rc = launch_scan_lookback<int>(counts, offsets, status, scan_status_words(cells, 16), cells, true,
                                                  16, stream);
         if (rc != 0) return rc;
         radix_downsweep_kernel<ITEMS><<<(unsigned)tiles, RADIX_THREADS, 0, stream>>>(src, src_v, dst, dst_v, n, kind,

@@ -11,6 +11,9 @@ inline long long scan_tile_count(long long n, int vecs) {  // tiles of SCAN_WARP
     return (n + SCAN_WARPS * 128LL * vecs - 1) / (SCAN_WARPS * 128LL * vecs);
 }
 inline bool scan_aligned(const void* x, const void* y) { return (size_t)x % 16 == 0 && (size_t)y % 16 == 0; }
+inline long long scan_status_words(long long n, int items) {  // a line per tile and the counter (items: 4 .. 32)
+    return status_slot(scan_tile_count(n, items / 4)) + 1;
+}
 
 template <typename T, int VECS>
 static int reduce_then_scan_with(const T* x, T* y, T* sums, long long words, long long n, bool exclusive,
@@ -28,11 +31,11 @@ template <typename T, int VECS>
 static int lookback_with(const T* x, T* y, long long* status, long long words, long long n, bool exclusive,
                          cudaStream_t stream) {
     const long long tiles = scan_tile_count(n, VECS);
-    if (words < tiles + 1 || tiles >= INT_MAX) return -1;
-    const cudaError_t err = cudaMemsetAsync(status, 0, (tiles + 1) * sizeof(long long), stream);  // all empty
+    if (words < status_slot(tiles) + 1 || tiles >= INT_MAX) return -1;
+    const cudaError_t err = cudaMemsetAsync(status, 0, (status_slot(tiles) + 1) * sizeof(long long), stream);  // empty
     if (err != cudaSuccess) return (int)err;
     ScanWord* word = reinterpret_cast<ScanWord*>(status);
-    unsigned* counter = reinterpret_cast<unsigned*>(word + tiles);  // the last word
+    unsigned* counter = reinterpret_cast<unsigned*>(word + status_slot(tiles));  // the word after the last line
     scan_lookback_kernel<T, VECS><<<(unsigned)tiles, SCAN_WARPS * 32, 0, stream>>>(x, y, word, counter, n, exclusive,
                                                                                     scan_aligned(x, y));
     return 0;
@@ -40,8 +43,8 @@ static int lookback_with(const T* x, T* y, long long* status, long long words, l
 
 // Inclusive (exclusive = true: exclusive) scan of n float or int elements, on `stream`. items: elements per thread,
 // 4, 8, 16 or 32 (a tile is 256 * items elements). Scratch: `sums`, at least one element per tile; `status`, at
-// least one 64-bit word per tile and one more (the tile counter), zeroed here. Returns 0 once launched, -1 (nothing
-// launched) for another items, too small a scratch or n < 0, or a CUDA error code.
+// least scan_status_words(n, items) 64-bit words (a line of 16 per tile and the tile counter), zeroed here. Returns
+// 0 once launched, -1 (nothing launched) for another items, too small a scratch or n < 0, or a CUDA error code.
 template <typename T>
 static int launch_reduce_then_scan(const T* x, T* y, T* sums, long long words, long long n, bool exclusive, int items,
                                    cudaStream_t stream) {

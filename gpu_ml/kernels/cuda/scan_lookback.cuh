@@ -18,6 +18,7 @@ __global__ void __launch_bounds__(SCAN_WARPS * 32) scan_lookback_kernel(const T*
     if (threadIdx.x == 0) tile_number = (int)atomicAdd(counter, 1u);
     __syncthreads();
     const int tile = tile_number;
+    ScanWord* mine = status + status_slot(tile);
     const long long start = (long long)tile * SCAN_WARPS * 128 * VECS;
     T v[VECS][4], before;
     load_tile<T, VECS>(x, start, n, vec, v);
@@ -25,11 +26,11 @@ __global__ void __launch_bounds__(SCAN_WARPS * 32) scan_lookback_kernel(const T*
     if (threadIdx.x < 32) {  // warp 0 publishes and looks back; the other warps wait at the barrier below
         T prefix = T(0);
         if (tile > 0) {
-            if (threadIdx.x == 0) publish(status + tile, SCAN_AGGREGATE, aggregate);  // for the tiles after this one
+            if (threadIdx.x == 0) publish(mine, SCAN_AGGREGATE, aggregate);  // for the tiles after this one
             prefix = look_back<T>(status, tile);
         }
         if (threadIdx.x == 0) {
-            publish(status + tile, SCAN_PREFIX, scan_add(prefix, aggregate));
+            publish(mine, SCAN_PREFIX, scan_add(prefix, aggregate));
             tile_prefix = prefix;
         }
     }

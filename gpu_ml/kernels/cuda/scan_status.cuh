@@ -11,7 +11,9 @@
 enum ScanFlag : unsigned { SCAN_EMPTY = 0, SCAN_AGGREGATE = 1, SCAN_PREFIX = 2 };  // nothing yet, tile sum, prefix
 using ScanWord = unsigned long long;
 using ScanWordRef = cuda::atomic_ref<ScanWord, cuda::thread_scope_device>;
-inline constexpr int SCAN_LOOKBACK_WORDS = 4;  // status words per lane in a look-back: a window of 128 tiles
+inline constexpr int SCAN_LOOKBACK_WORDS = 1;  // status words per lane in a look-back: a window of 32 tiles
+inline constexpr int SCAN_STATUS_STRIDE = 16;  // words from one tile's status word to the next: a 128-byte line each
+__host__ __device__ __forceinline__ long long status_slot(long long tile) { return tile * SCAN_STATUS_STRIDE; }
 
 __device__ __forceinline__ unsigned scan_bits(float v) { return __float_as_uint(v); }
 __device__ __forceinline__ unsigned scan_bits(int v) { return (unsigned)v; }
@@ -25,9 +27,9 @@ __device__ __forceinline__ void publish(ScanWord* word, ScanFlag flag, T value) 
     ScanWordRef(*word).store(((ScanWord)flag << 32) | scan_bits(value), cuda::memory_order_relaxed);
 }
 
-// Called by the 32 lanes of one warp for tile `tile` > 0: the sum of every element before the tile. The warp reads a
-// window of 32 * WORDS status words at once, lane l the WORDS words at distances WORDS * l + 1 .. WORDS * (l + 1) from
-// the tile (lane 0 the nearest). It rereads until none is empty, then adds the values up to the nearest inclusive
+// Called by the 32 lanes of one warp for tile `tile` > 0: the sum of every element before the tile (tile j's word is
+// status[status_slot(j)]). The warp reads a window of 32 * WORDS status words at once, lane l the WORDS words at
+// distances WORDS * l + 1 .. WORDS * (l + 1) from the tile (lane 0 the nearest). It rereads until none is empty, then adds the values up to the nearest inclusive
 // prefix and stops, or, with aggregates only, adds them all and moves a whole window further back.
 template <typename T, int WORDS = SCAN_LOOKBACK_WORDS>
 __device__ T look_back(ScanWord* status, int tile) {
@@ -38,7 +40,7 @@ __device__ T look_back(ScanWord* status, int tile) {
 #pragma unroll
         for (int m = 0; m < WORDS; ++m) {
             const int j = end - 1 - WORDS * lane - m;
-            w[m] = j >= 0 ? ScanWordRef(status[j]).load(cuda::memory_order_relaxed)
+            w[m] = j >= 0 ? ScanWordRef(status[status_slot(j)]).load(cuda::memory_order_relaxed)
                           : (ScanWord)SCAN_PREFIX << 32;  // before tile 0: a prefix of 0
         }
         for (;;) {
@@ -48,8 +50,9 @@ __device__ T look_back(ScanWord* status, int tile) {
             if (!__any_sync(0xffffffffu, empty)) break;
 #pragma unroll
             for (int m = 0; m < WORDS; ++m)
-                if (flag_of(w[m]) == SCAN_EMPTY) w[m] = ScanWordRef(status[end - 1 - WORDS * lane - m]).load(
-                                                      cuda::memory_order_relaxed);
+                if (flag_of(w[m]) == SCAN_EMPTY)
+                    w[m] = ScanWordRef(status[status_slot(end - 1 - WORDS * lane - m)])
+                               .load(cuda::memory_order_relaxed);
         }
         int first = WORDS;  // this lane's nearest prefix, or WORDS for none
 #pragma unroll

@@ -21,18 +21,18 @@ template <typename T, int VECS>
 __device__ __forceinline__ void load_tile(const T* __restrict__ x, long long start, long long n, bool vec,
                                           T (&v)[VECS][4]) {
     const long long first = tile_first<VECS>(start);
-    const bool packs = vec && start + SCAN_WARPS * 128LL * VECS <= n;
+    if (vec && start + SCAN_WARPS * 128LL * VECS <= n) {  // the whole tile: VECS 16-byte loads, all in flight at once
 #pragma unroll
-    for (int r = 0; r < VECS; ++r) {  // VECS independent loads: all in flight before any is used
-        const long long i = first + 128 * r;
-        if (packs) {
-            const Pack<T, 4> p = *reinterpret_cast<const Pack<T, 4>*>(x + i);
+        for (int r = 0; r < VECS; ++r) {
+            const Pack<T, 4> p = *reinterpret_cast<const Pack<T, 4>*>(x + first + 128 * r);
 #pragma unroll
             for (int c = 0; c < 4; ++c) v[r][c] = p.v[c];
-        } else {
-#pragma unroll
-            for (int c = 0; c < 4; ++c) v[r][c] = i + c < n ? x[i + c] : T(0);
         }
+    } else {
+#pragma unroll
+        for (int r = 0; r < VECS; ++r)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) v[r][c] = first + 128 * r + c < n ? x[first + 128 * r + c] : T(0);
     }
 }
 
@@ -40,19 +40,19 @@ template <typename T, int VECS>
 __device__ __forceinline__ void store_tile(T* __restrict__ y, long long start, long long n, bool vec,
                                            const T (&v)[VECS][4]) {
     const long long first = tile_first<VECS>(start);
-    const bool packs = vec && start + SCAN_WARPS * 128LL * VECS <= n;
+    if (vec && start + SCAN_WARPS * 128LL * VECS <= n) {
 #pragma unroll
-    for (int r = 0; r < VECS; ++r) {
-        const long long i = first + 128 * r;
-        if (packs) {
+        for (int r = 0; r < VECS; ++r) {
             Pack<T, 4> p;
 #pragma unroll
             for (int c = 0; c < 4; ++c) p.v[c] = v[r][c];
-            *reinterpret_cast<Pack<T, 4>*>(y + i) = p;
-        } else {
+            *reinterpret_cast<Pack<T, 4>*>(y + first + 128 * r) = p;
+        }
+    } else {
+#pragma unroll
+        for (int r = 0; r < VECS; ++r)
 #pragma unroll
             for (int c = 0; c < 4; ++c)
-                if (i + c < n) y[i + c] = v[r][c];
-        }
+                if (first + 128 * r + c < n) y[first + 128 * r + c] = v[r][c];
     }
 }

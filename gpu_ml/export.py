@@ -44,9 +44,9 @@ def exported_cells(notebook: Path) -> list[tuple[str, int, str]]:
         if match is None:
             continue
         target = match.group(2)
-        if not re.fullmatch(r"(triton/\w+\.py|cuda/\w+\.cuh?)", target):
-            raise ExportError(f"{notebook} cell {index}: export target {target!r} is not triton/NAME.py or "
-                              "cuda/NAME.cu(h)")
+        if not re.fullmatch(r"((triton|distributed)/\w+\.py|cuda/\w+\.cuh?)", target):
+            raise ExportError(f"{notebook} cell {index}: export target {target!r} is not triton/NAME.py, "
+                              "distributed/NAME.py or cuda/NAME.cu(h)")
         if (match.group(1) == "#") != target.endswith(".py"):
             raise ExportError(f"{notebook} cell {index}: write `#| export` for .py and `//| export` for CUDA")
         if at and not lines[0].startswith("%%cuda"):

@@ -89,7 +89,7 @@ __device__ int look_back_pad(ScanWord* status, int tile) {
     }
 }
 
-// Warp 0 looks back after the tile is loaded and scanned (the kernel of 01_scan before the ninth warp).
+// Warp 0 looks back after the tile is loaded and scanned, as 01_scan's kernel does (there with PAD = 16).
 template <int VECS, int K, int PAD, int IO>
 __global__ void __launch_bounds__(SCAN_WARPS * 32) lookback_pad(const int* __restrict__ x, int* __restrict__ y,
                                                                 ScanWord* status, unsigned* counter, long long n) {
@@ -115,10 +115,8 @@ __global__ void __launch_bounds__(SCAN_WARPS * 32) lookback_pad(const int* __res
     store_io<VECS, IO>(y, start, n, v);
 }
 
-// ---- the warp-specialised, padded look-back with streaming (evict-first) loads and stores -----------------------
-// A ninth warp looks back while the eight tile warps load (the structure of scan_lookback_kernel now).
-__device__ __forceinline__ void named_sync(int id, int count) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count)); }
-
+// A ninth warp looks back while the eight tile warps load; it hands the prefix over at __syncthreads (not used in
+// 01_scan: compute-sanitizer racecheck reports hazards on that hand-off).
 template <int VECS, int K, int MINB, int PAD, int IO>
 __global__ void __launch_bounds__(SCAN_WARPS * 32 + 32, MINB) lookback_ws(const int* __restrict__ x, int* __restrict__ y,
                                                                           ScanWord* status, unsigned* counter, long long n) {

@@ -42,6 +42,12 @@ def test_export_copies_marked_cells_in_order_and_names_the_source(tmp_path):
     assert export.out_of_date(tmp_path) == []
 
 
+def test_a_distributed_module_is_exported_beside_the_triton_ones(tmp_path):
+    _lesson(tmp_path, "cuda/08-x/01_a.ipynb", "#| export distributed/ring.py\ndef ring():\n    return 2\n")
+    assert export.export(tmp_path) == [tmp_path / "gpu_ml/kernels/distributed/ring.py"]
+    assert export.out_of_date(tmp_path) == []
+
+
 def test_out_of_date_reports_edits_missing_and_stale_files(tmp_path):
     lesson = _lesson(tmp_path, "triton/01-x/01_a.ipynb", "#| export triton/a.py\nx = 1\n")
     export.export(tmp_path)
@@ -61,6 +67,7 @@ def test_out_of_date_reports_edits_missing_and_stale_files(tmp_path):
     [
         ("#| export triton/../evil.py\nx = 1", "is not triton/NAME.py"),
         ("#| export cuda/a.py\nx = 1", "is not triton/NAME.py"),
+        ("%%cuda\n//| export distributed/a.cuh\nint x;", "is not triton/NAME.py"),
         ("//| export triton/a.py\nx = 1", "write `#| export` for .py"),
         ("%%time\n#| export triton/a.py\nx = 1", "only %%cuda cells"),
     ],

@@ -83,7 +83,9 @@ def test_cell_compiles_for_the_arch(notebook, index, body, arch, flags):
 
 # Kernels no CPU test launches, and why they need no place in the matrix.
 GATED = {"matmul_tma_kernel": "TMA tensor descriptors: launched only where matmul.tma_ok() (sm_90+)",
-         "matmul_persistent_kernel": "TMA tensor descriptors: launched only where matmul.tma_ok() (sm_90+)"}
+         "matmul_persistent_kernel": "TMA tensor descriptors: launched only where matmul.tma_ok() (sm_90+)",
+         "matmul_streamk_kernel": "TMA tensor descriptors: launched only where matmul.tma_ok() (sm_90+)",
+         "streamk_fixup_kernel": "the second kernel of matmul_streamk, launched only where matmul.tma_ok() (sm_90+)"}
 HELPER = Path(__file__).with_name("triton_specializations.py")
 
 

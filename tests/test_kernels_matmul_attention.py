@@ -73,7 +73,7 @@ def test_matmul_views_and_refusals():
 
 
 @pytest.mark.skipif(not GPU or torch.cuda.get_device_capability()[0] < 9, reason="TMA needs Hopper")
-@pytest.mark.parametrize(("M", "N", "K"), [(1, 8, 8), (200, 136, 72), (1000, 1032, 200)])
+@pytest.mark.parametrize(("M", "N", "K"), [(1, 8, 8), (200, 136, 72), (1000, 1032, 200), (1637, 3072, 640)])
 def test_matmul_tma_kernels(M, N, K):
     a = torch.randn(M, K, device=DEVICE, dtype=torch.bfloat16)
     b = torch.randn(K, N, device=DEVICE, dtype=torch.bfloat16)
@@ -81,6 +81,10 @@ def test_matmul_tma_kernels(M, N, K):
     for kw in (dict(BM=64, BN=128, BK=64, num_warps=4), dict(BM=128, BN=256, BK=64, persistent=True),
                dict(BM=128, BN=256, BK=64, persistent=True, subtile=True)):
         assert_as_accurate_as_torch(mm.matmul_tma(a, b, **kw), a @ b, exact, name=f"TMA {kw}")
+    # Stream-K: every tile shared out along K (fewer tiles than SMs), or one wave and 24 tiles left (the last shape)
+    assert_as_accurate_as_torch(mm.matmul_streamk(a, b), a @ b, exact, name="stream-K")
+    with pytest.raises(ValueError, match="multiples of 8"):
+        mm.matmul_streamk(a[:, :-1], b[:-1])
 
 
 # --- linear layer (triton/03-nn-components/03_linear_layer) -----------------------------------

@@ -6,7 +6,8 @@ non-zero exit or a timeout raises. Library mode (no `main`): build a shared libr
 arguments (CUDA device, dtype, contiguity) against the C parameter types before calling, and
 turns CUDA errors into `CudaError`. Without a GPU the cell is still compiled (a real nvcc check);
 programs are not run (except `--host` ones, which launch no kernel) and library functions raise when called.
-A program's stdout is left in the notebook as `cuda_output`, for the next cell to check. Every cell can
+A program's stdout is left in the notebook as `cuda_output`, for the next cell to check, and the built executable's
+path as `cuda_program` (to run it again, e.g. under compute-sanitizer: gpu_ml.sanitize). Every cell can
 `#include "gpu_ml.cuh"` (the track's shared helpers, gpu_ml/include), the kernels the lessons export
 (`#include "cuda/softmax_warp.cuh"`, gpu_ml/kernels/cuda; see gpu_ml.export) and, with the nvidia-cutlass
 package installed (a dependency of the project), CUTLASS and CuTe (`#include <cute/layout.hpp>`).
@@ -241,12 +242,15 @@ def build(
     *,
     library: bool,
     device_only: bool = False,
+    fatbin: bool = False,
     arch: str | None = None,
     flags: list[str] | tuple[str, ...] = (),
     timeout: float = 300,
 ) -> Path:
     """Compile `source` with nvcc into an executable, (library=True) a shared library, or (device_only=True) only
     its device code, a cubin for `arch`: the check that a cell compiles for a GPU this machine does not have.
+    fatbin=True builds only the device code too, as a fat binary holding the SASS for `arch` and the PTX that nvcc
+    embeds beside it (what `cuobjdump -ptx` reads; gpu_ml.asm).
 
     `include_dirs()` are on the include path. Builds are cached by a hash of the source, mode, arch,
     flags, nvcc version and every file those folders offer (`include_digest`). Raises
@@ -254,14 +258,17 @@ def build(
     """
     compiler = nvcc()
     arch = arch or default_arch()
-    if library and not device_only:
+    if device_only and fatbin:
+        raise ValueError("build(): device_only (a cubin) and fatbin (a fat binary) exclude each other")
+    device = "cubin" if device_only else "fatbin" if fatbin else None
+    if library and device is None:
         source = source + _ERROR_HOOK
     version = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout
     headers = include_digest()  # part of the key: a changed header or exported kernel rebuilds
-    mode = "cubin" if device_only else str(library)
+    mode = device or str(library)
     key = hashlib.sha256("\0".join([source, mode, arch, *flags, version, headers]).encode()).hexdigest()[:20]
     folder = _cache_dir() / key
-    target = folder / ("cell.cubin" if device_only else "libcell.so" if library else "cell")
+    target = folder / (f"cell.{device}" if device else "libcell.so" if library else "cell")
     if target.exists():
         return target
     folder.mkdir(parents=True, exist_ok=True)
@@ -270,8 +277,8 @@ def build(
     cell.write_text(source)
     cmd = [compiler, "-O3", f"-arch={arch}", "-std=c++17", "-lineinfo", *(f"-I{d}" for d in include_dirs()),
            "-o", partial, cell.name]
-    if device_only:
-        cmd[1:1] = ["-cubin"]
+    if device:
+        cmd[1:1] = [f"-{device}"]
     elif library:
         cmd[1:1] = ["-shared", "-Xcompiler", "-fPIC"]
     cmd += list(flags)
@@ -467,7 +474,10 @@ def cuda_cell(line: str, cell: str, namespace: dict | None = None):
             print(f"compiled {path.name} for {options.arch or default_arch()}; not run: {why}")
             if namespace is not None:
                 namespace["cuda_output"] = None  # not an earlier program's output
+                namespace["cuda_program"] = path  # built all the same
             return None
+        if namespace is not None:
+            namespace["cuda_program"] = path  # before the run, which may raise
         proc = run_program(path, shlex.split(options.args), timeout=options.timeout)
         if namespace is not None:
             namespace["cuda_output"] = proc.stdout

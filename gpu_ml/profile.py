@@ -3,16 +3,22 @@
 `ncu(code, kernel="regex", metrics=[...])` runs `python -c code` under `ncu --csv`, profiles the first `count`
 launches whose kernel name matches, and returns one `Measurement` per kernel launch and metric; `by_kernel` arranges
 them as a table. Without a CUDA GPU, or without `ncu` (on PATH or beside nvcc), it raises before starting anything.
+
+Around it, what a lesson that reads counters needs: `require_metrics` checks metric names against the installed
+ncu (`--query-metrics`) before a long run; `cuda_functions_code` lets the child call `%%cuda` functions the notebook
+built; `group_launches` gathers the profiled launches of each kernel (or each step of several kernels);
+`text_table` prints rows without pandas; `Claim` and `judge` set a lesson's claim beside the counter that tests it.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,15 +83,31 @@ def parse_csv(output: str) -> list[Measurement]:
             for r in rows]
 
 
+CLOCK_CONTROLS = ("base", "none")  # ncu --clock-control: lock to base clocks (ncu's default), or leave them alone
+
+
 def ncu(code: str, *, kernel: str | None = None, metrics: Sequence[str] = DEFAULT_METRICS, section: str | None = None,
-        count: int = 1, timeout: float = 600) -> list[Measurement]:
+        count: int = 1, timeout: float = 600, from_start: bool = True,
+        clock_control: str | None = None) -> list[Measurement]:
     """Run `python -c code` under Nsight Compute and return what it measured on the first `count` kernel launches
     whose name matches the regex `kernel` (every kernel when None): the `metrics`, or a whole `section` instead
-    (e.g. "MemoryWorkloadAnalysis"). Raises RuntimeError with ncu's output if the run fails or measures nothing."""
+    (e.g. "MemoryWorkloadAnalysis"). Raises RuntimeError with ncu's output if the run fails or measures nothing.
+
+    from_start=False profiles only the launches between `torch.cuda.profiler.start()` and `stop()` in `code`
+    (`--profile-from-start off`): warm-up, compilation and set-up launches before it are not profiled.
+    clock_control="none" lets the GPU run at its usual clocks instead of ncu's locked base clocks, so that the
+    measured durations compare with a benchmark's."""
+    if clock_control is not None and clock_control not in CLOCK_CONTROLS:
+        raise ValueError(f"clock_control must be one of {CLOCK_CONTROLS} (or None: ncu's default), got "
+                         f"{clock_control!r}")
     command = [tool("ncu"), "--csv", "--print-units", "base", "-c", str(count)]
     command += ["--section", section] if section else ["--metrics", ",".join(metrics)]
     if kernel:
         command += ["-k", f"regex:{kernel}"]
+    if not from_start:
+        command += ["--profile-from-start", "off"]
+    if clock_control is not None:
+        command += ["--clock-control", clock_control]
     done = subprocess.run([*command, sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
     measured = parse_csv(done.stdout)
     if done.returncode != 0 or not measured:
@@ -100,3 +122,143 @@ def by_kernel(measured: Sequence[Measurement]) -> dict[tuple[int, str], dict[str
     for m in measured:
         table.setdefault((m.launch, m.kernel), {})[m.metric] = m.value
     return table
+
+
+# ----------------------------------------------------------------------------- metric names, checked first
+
+# Launch statistics (registers, block size, occupancy limits) and device attributes are not hardware counters:
+# `ncu --query-metrics` does not list them, and ncu itself refuses a misspelt one when it profiles.
+NOT_QUERIED = ("launch__", "device__")
+_METRIC_NAME = re.compile(r"[a-z][a-z0-9]*__[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*")
+
+
+def parse_metric_list(output: str) -> set[str]:
+    """The metric names in `ncu --query-metrics` output: the first column of its table (the device line, the
+    header and the rules skipped; CSV quoting tolerated). Raises ValueError if there are none."""
+    names = set()
+    for line in output.splitlines():
+        words = line.strip().split(",")[0].split()
+        first = words[0].strip('"') if words else ""
+        if _METRIC_NAME.fullmatch(first):
+            names.add(first)
+    if not names:
+        raise ValueError(f"no metric names in ncu's --query-metrics output:\n{output[-2000:]}")
+    return names
+
+
+def query_metrics(timeout: float = 300) -> set[str]:
+    """The metric names (base names, e.g. `dram__bytes`) the installed ncu knows for this machine's GPU."""
+    done = subprocess.run([tool("ncu"), "--query-metrics"], capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"ncu --query-metrics exited with {done.returncode}:\n{(done.stdout + done.stderr)[-3000:]}")
+    return parse_metric_list(done.stdout)
+
+
+def unknown_metrics(names: Sequence[str], known: set[str]) -> list[str]:
+    """The names in `names` that neither appear in `known` nor have their base name there (the part before the
+    first dot: `dram__bytes` of `dram__bytes.sum`). Launch statistics (NOT_QUERIED) are not checked."""
+    return [n for n in names if not n.startswith(NOT_QUERIED) and n not in known and n.split(".")[0] not in known]
+
+
+def require_metrics(names: Sequence[str], known: set[str] | None = None) -> int:
+    """Raise ValueError naming every metric of `names` the installed ncu does not know (`known`: the names
+    `query_metrics()` returns, asked for when None), so that a misspelt name is found before a long profile.
+    Returns how many names were checked (launch statistics are left to ncu itself)."""
+    known = query_metrics() if known is None else known
+    missing = unknown_metrics(names, known)
+    if missing:
+        raise ValueError(f"the installed ncu does not know {len(missing)} of these metrics: {', '.join(missing)} "
+                         f"(`ncu --query-metrics` lists the names it knows; fix them in the notebook's metric dict)")
+    return sum(not n.startswith(NOT_QUERIED) for n in names)
+
+
+# ----------------------------------------------------------------------------- the child process
+
+
+def cuda_functions_code(*functions) -> str:
+    """Python source that defines, in a child process, each `%%cuda` function (a `gpu_ml.cuda.CudaFunction`) under
+    its own name, loaded from the library the notebook built (its path is `fn.library`, the cell's source beside
+    it): profile the very build the notebook checked, without compiling again."""
+    lines = ["from pathlib import Path as _Path", "from gpu_ml.cuda import load_library as _load_library"]
+    for fn in functions:
+        library = Path(fn.library)
+        if not fn.name.isidentifier():
+            raise ValueError(f"{fn.name!r} is not a Python name")
+        lines.append(f"{fn.name} = _load_library(_Path({str(library)!r}), "
+                     f"_Path({str(library.with_name('cell.cu'))!r}).read_text())[{fn.name!r}]")
+    return "\n".join(lines) + "\n"
+
+
+def group_launches(table: Mapping[tuple[int, str], Mapping[str, float | str]],
+                   patterns: Mapping[str, str]) -> dict[str, list[Mapping[str, float | str]]]:
+    """{name: the rows of `table` (`by_kernel`'s) whose kernel name the regex patterns[name] finds, in launch
+    order}. Every launch must match exactly one pattern and every pattern at least one launch: anything else
+    raises ValueError naming the kernels, so that a renamed or unexpected kernel cannot be counted wrongly."""
+    compiled = {name: re.compile(p) for name, p in patterns.items()}
+    groups: dict[str, list[Mapping[str, float | str]]] = {name: [] for name in patterns}
+    for (launch, kernel), row in sorted(table.items()):
+        hits = [name for name, p in compiled.items() if p.search(kernel)]
+        if len(hits) != 1:
+            raise ValueError(f"launch {launch} ({kernel}) matches {len(hits)} of the patterns "
+                             f"({', '.join(hits) or 'none'}): each launch must match exactly one")
+        groups[hits[0]].append(row)
+    empty = [name for name, rows in groups.items() if not rows]
+    if empty:
+        raise ValueError(f"no profiled launch matched {', '.join(empty)}: kernels profiled were "
+                         f"{sorted({k for _, k in table})}")
+    return groups
+
+
+def total(rows: Sequence[Mapping[str, float | str]], metric: str) -> float:
+    """The sum of `metric` over `rows` (one entry's launches); ValueError if a row lacks it or has no number."""
+    values = [row.get(metric) for row in rows]
+    if not all(isinstance(v, (int, float)) for v in values):
+        raise ValueError(f"{metric}: not a number in every launch: {values}")
+    return float(sum(values))
+
+
+# ----------------------------------------------------------------------------- reading the results
+
+
+def text_table(header: Sequence[str], rows: Sequence[Sequence[object]], *, left: int = 1) -> str:
+    """Rows as aligned text: the first `left` columns (names, words) left-aligned, the others (numbers)
+    right-aligned, each as wide as its widest cell. Cells are printed with str(); format numbers before."""
+    if any(len(r) != len(header) for r in rows):
+        raise ValueError(f"every row needs {len(header)} cells, got {sorted({len(r) for r in rows})}")
+    cells = [[str(c) for c in header]] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+
+    def line(row: list[str]) -> str:
+        padded = (c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
+        return " ".join(padded).rstrip()
+
+    return "\n".join(line(r) for r in cells)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A lesson's claim and the counter that tests it: `holds(measured)` says whether the measured value agrees
+    with `expected` (in words, e.g. "about 16.5" or "below 30%")."""
+
+    says: str
+    counter: str
+    expected: str
+    holds: Callable[[float], bool]
+
+
+def judge(claim: Claim, measured: float | None, fmt: str = ".3g") -> str:
+    """The verdict on `claim` for a `measured` value: "agrees", "does not agree: the counters show ..." (the value
+    and what was expected), or "not measured" (None: no GPU or no ncu). Computed, never written by hand, so that
+    the verdict follows the numbers of each run."""
+    if measured is None:
+        return "not measured"
+    if claim.holds(measured):
+        return "agrees"
+    return f"does not agree: the counters show {format(measured, fmt)} ({claim.counter}), expected {claim.expected}"
+
+
+def within(expected: float, rel: float) -> Callable[[float], bool]:
+    """A `Claim.holds` for "about `expected`": true within a relative tolerance `rel` (0.1: +-10%)."""
+    if expected == 0:
+        return lambda value: abs(value) <= rel
+    return lambda value: abs(value - expected) <= rel * abs(expected)

@@ -103,6 +103,117 @@ def test_the_child_process_is_run_and_read_through_stand_in_tools(tmp_path, monk
     assert (tmp_path / "cs.args").read_text().split() == ["--tool", "racecheck", str(tmp_path / "a.out")]
 
 
+# The table `ncu --query-metrics` prints (its layout; a few rows of the many it lists).
+QUERY_OUTPUT = """Device NVIDIA H200 (GH100)
+------------------------------------------------------ ------------ ----------- ----------------------------------
+Metric Name                                            Metric Type  Metric Unit Metric Description
+------------------------------------------------------ ------------ ----------- ----------------------------------
+dram__bytes                                            Counter      byte        # of bytes accessed in DRAM
+lts__t_sector_hit_rate                                 Ratio                    proportion of L2 sector lookups that hit
+sm__throughput                                         Throughput   %           SM throughput, ideal load balancing
+smsp__sass_thread_inst_executed_op_ffma_pred_on        Counter      inst        # of thread instructions executed,
+                                                                            predicated on, FFMA
+"""
+
+
+def test_the_metric_list_is_read_from_query_metrics_output():
+    assert profile.parse_metric_list(QUERY_OUTPUT) == {
+        "dram__bytes", "lts__t_sector_hit_rate", "sm__throughput", "smsp__sass_thread_inst_executed_op_ffma_pred_on"}
+    assert profile.parse_metric_list('"dram__bytes","Counter","byte","# of bytes"\n') == {"dram__bytes"}  # CSV
+    with pytest.raises(ValueError, match="no metric names in ncu's --query-metrics output"):
+        profile.parse_metric_list("==ERROR== the profiler failed\n\n")
+
+
+def test_unknown_metrics_are_named_before_a_profile():
+    known = profile.parse_metric_list(QUERY_OUTPUT)
+    names = ["dram__bytes.sum", "dram__bytes_read.sum", "lts__t_sector_hit_rate.pct", "sm__throughput",
+             "launch__registers_per_thread", "smsp__sass_thread_inst_executed_op_fma_pred_on.sum"]
+    assert profile.unknown_metrics(names, known) == ["dram__bytes_read.sum",
+                                                     "smsp__sass_thread_inst_executed_op_fma_pred_on.sum"]
+    assert profile.require_metrics(names[:4:2] + names[4:5], known) == 2  # launch statistics are left to ncu
+    with pytest.raises(ValueError, match=r"does not know 2 of these metrics: dram__bytes_read\.sum, "
+                                         r"smsp__sass_thread_inst_executed_op_fma_pred_on\.sum"):
+        profile.require_metrics(names, known)
+
+
+def test_query_metrics_and_the_profile_options_reach_ncu(tmp_path, monkeypatch):
+    monkeypatch.setattr(profile, "has_gpu", lambda: True)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    (tmp_path / "query.out").write_text(QUERY_OUTPUT)
+    (tmp_path / "ncu.out").write_text(NCU_OUTPUT)
+    _stand_in(tmp_path, "ncu", f'echo "$@" > {tmp_path}/ncu.args\n'
+              f'if [ "$1" = "--query-metrics" ]; then cat {tmp_path}/query.out; else cat {tmp_path}/ncu.out; fi\n')
+    assert "dram__bytes" in profile.query_metrics()
+    assert (tmp_path / "ncu.args").read_text().split() == ["--query-metrics"]
+    profile.require_metrics(["dram__bytes.sum"])  # asks ncu when no list is given
+    profile.ncu("pass", from_start=False, clock_control="none")
+    args = (tmp_path / "ncu.args").read_text()
+    assert "--profile-from-start off" in args and "--clock-control none" in args
+    profile.ncu("pass")
+    args = (tmp_path / "ncu.args").read_text()
+    assert "--profile-from-start" not in args and "--clock-control" not in args  # ncu's defaults otherwise
+    with pytest.raises(ValueError, match="clock_control must be one of"):
+        profile.ncu("pass", clock_control="boost")
+    _stand_in(tmp_path, "ncu", 'echo "==ERROR== no device"\nexit 1\n')
+    with pytest.raises(RuntimeError, match="ncu --query-metrics exited with 1"):
+        profile.query_metrics()
+
+
+def test_profiled_launches_are_grouped_by_kernel_name():
+    table = profile.by_kernel(profile.parse_csv(NCU_OUTPUT))
+    groups = profile.group_launches(table, {"gemm": r"gemm_kernel<", "softmax": r"^softmax$"})
+    assert [len(rows) for rows in groups.values()] == [1, 1]
+    assert profile.total(groups["gemm"], "dram__bytes.sum") == 1048576.0
+    with pytest.raises(ValueError, match="not a number in every launch"):
+        profile.total(groups["softmax"], "sm__throughput.avg.pct_of_peak_sustained_elapsed")
+    with pytest.raises(ValueError, match=r"launch 1 \(softmax\) matches 0 of the patterns"):
+        profile.group_launches(table, {"gemm": "gemm"})
+    with pytest.raises(ValueError, match=r"launch 0 .* matches 2 of the patterns \(a, b\)"):
+        profile.group_launches(table, {"a": "gemm", "b": "kernel", "softmax": "softmax"})
+    with pytest.raises(ValueError, match="no profiled launch matched scan"):
+        profile.group_launches(table, {"gemm": "gemm", "softmax": "softmax", "scan": "scan"})
+
+
+def test_text_table_aligns_columns():
+    text = profile.text_table(["kernel", "ms", "GB/s"], [["v1 naive", "34.1", "12"], ["v9", "1.2", "1400"]])
+    assert text.splitlines() == ["kernel     ms GB/s", "v1 naive 34.1   12", "v9        1.2 1400"]
+    assert profile.text_table(["a", "b", "c"], [["xy", "z", "1"]], left=2).splitlines() == ["a  b c", "xy z 1"]
+    with pytest.raises(ValueError, match="every row needs 2 cells"):
+        profile.text_table(["a", "b"], [["only one"]])
+
+
+def test_a_claim_is_judged_from_the_measured_value():
+    claim = profile.Claim("v2 reads 4 sectors per request", "sectors per request", "about 2.5",
+                          profile.within(2.5, 0.25))
+    assert profile.judge(claim, 2.6) == "agrees"
+    assert profile.judge(claim, 8.0) == ("does not agree: the counters show 8 (sectors per request), "
+                                         "expected about 2.5")
+    assert profile.judge(claim, None) == "not measured"
+    assert profile.within(0, 0.01)(0.005) and not profile.within(0, 0.01)(0.5)
+
+
+def test_the_child_loads_the_notebooks_cuda_functions(tmp_path, monkeypatch):
+    class Built:  # what the code needs of a CudaFunction: its name and library
+        name, library = "twice", tmp_path / "libcell.so"
+
+    code = profile.cuda_functions_code(Built())
+    assert f"_Path({str(tmp_path / 'libcell.so')!r})" in code and f"{str(tmp_path / 'cell.cu')!r}" in code
+    assert code.splitlines()[-1].startswith("twice = _load_library(")
+    Built.name = "not a name"
+    with pytest.raises(ValueError, match="is not a Python name"):
+        profile.cuda_functions_code(Built())
+    from gpu_ml import cuda
+
+    if not cuda.has_nvcc():
+        pytest.skip("nvcc not found: the library cannot be built")
+    monkeypatch.setenv("GPU_ML_CACHE", str(tmp_path))
+    source = 'extern "C" int twice(int n) { return 2 * n; }\n'
+    fn = cuda.load_library(cuda.build(source, library=True), source)["twice"]
+    namespace = {}
+    exec(profile.cuda_functions_code(fn), namespace)  # as the child process would
+    assert namespace["twice"].name == "twice" and namespace["twice"].library == fn.library
+
+
 needs_gpu = pytest.mark.skipif(not has_gpu(), reason="needs a CUDA GPU")
 MATMUL = "import torch; a = torch.randn(512, 512, device='cuda'); torch.cuda.synchronize(); (a @ a).sum().item()"
 

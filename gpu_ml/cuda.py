@@ -213,9 +213,12 @@ def cutlass_include_dir() -> Path | None:
 
 def include_dirs() -> list[Path]:
     """nvcc's -I folders, searched in this order: this session's exported cells, gpu_ml/include, gpu_ml/kernels,
-    and CUTLASS's headers when the nvidia-cutlass package is installed."""
+    and, when the nvidia-cutlass package is installed, CUTLASS's headers and its utilities beside them
+    (tools/util/include: `#include <cutlass/util/packed_stride.hpp>`)."""
     cutlass = cutlass_include_dir()
-    return [exported_dir(), INCLUDE_DIR, KERNELS_DIR, *([cutlass] if cutlass else [])]
+    util = cutlass.parent / "tools" / "util" / "include" if cutlass else None
+    return [exported_dir(), INCLUDE_DIR, KERNELS_DIR, *([cutlass] if cutlass else []),
+            *([util] if util is not None and util.is_dir() else [])]
 
 
 def include_digest() -> str:

@@ -135,6 +135,8 @@ def test_a_host_program_runs_without_a_gpu_and_leaves_its_output(capsys, monkeyp
 @pytest.mark.skipif(cuda.cutlass_include_dir() is None, reason="the nvidia-cutlass package is not installed")
 def test_cute_headers_are_on_the_include_path_and_their_version_in_the_cache_key(capsys):
     assert cuda.cutlass_include_dir() in cuda.include_dirs()
+    util = cuda.cutlass_include_dir().parent / "tools" / "util" / "include"  # CUTLASS's utilities, after its headers
+    assert (util / "cutlass" / "util" / "packed_stride.hpp").is_file() and cuda.include_dirs()[-1] == util
     ns = {}
     cuda.cuda_cell("--host", """#include <cute/layout.hpp>
 using namespace cute;

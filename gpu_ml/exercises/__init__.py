@@ -20,8 +20,10 @@ from gpu_ml.exercises import (
     cuda_compaction,
     cuda_cute,
     cuda_cute_copies,
+    cuda_cute_dsl,
     cuda_cute_mma,
     cuda_cute_swizzle,
+    cuda_cutlass,
     cuda_debugging,
     cuda_matrix,
     cuda_models,
@@ -46,7 +48,7 @@ from gpu_ml.grading import Verdict, grade, marked_cells
 _CHAPTERS = (fundamentals, triton_basics, triton_nn, triton_norm_loss, triton_models, triton_parallel,
              triton_inference, transformer_math, cuda_basics, cuda_matrix, cuda_nn, cuda_models, cuda_parallel,
              cuda_compaction, cuda_sort, cuda_bitonic, cuda_cute, cuda_cute_copies, cuda_cute_mma, cuda_cute_swizzle,
-             multi_gpu, cuda_profiling, cuda_debugging)
+             cuda_cutlass, cuda_cute_dsl, multi_gpu, cuda_profiling, cuda_debugging)
 EXERCISES: dict[str, Exercise] = {e.name: e for chapter in _CHAPTERS for e in chapter.EXERCISES}
 CUDA_EXERCISES: dict[str, CudaExercise] = {e.name: e for chapter in _CHAPTERS
                                            for e in getattr(chapter, "CUDA_EXERCISES", ())}

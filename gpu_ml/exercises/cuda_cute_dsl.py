@@ -6,24 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import pycute as pc
 import torch
 
 from gpu_ml.exercises.core import Cases, Exercise
+from gpu_ml.exercises.cuda_cute import _enumerated, _offsets
 
 _NB = "cuda/07-cutlass-cute/06_cute_dsl.ipynb"
-
-
-def _offsets(shape, stride) -> torch.Tensor:
-    """The offsets of the layout shape:stride for every 1-D index, by pycute."""
-    layout = pc.Layout(shape, stride)
-    return torch.tensor([layout(i) for i in range(pc.size(layout))], dtype=torch.int64)
-
-
-def _enumerated(make: Callable, *args) -> torch.Tensor:
-    """The offsets of the layout (shape, stride) that the attempt returns for `args`."""
-    shape, stride = make(*args)
-    return _offsets(shape, stride)
 
 
 def _dsl_layout(build: Callable) -> torch.Tensor:

@@ -115,30 +115,6 @@ __global__ void __launch_bounds__(SCAN_WARPS * 32) lookback_pad(const int* __res
     store_io<VECS, IO>(y, start, n, v);
 }
 
-// block_tile_scan of scan_tile.cuh with its barrier on named barrier 1 for the eight tile warps only (bar.sync 1,
-// 256): with a ninth warp in the block, a __syncthreads there would pair with the ninth warp's hand-off barrier.
-template <int VECS>
-__device__ __forceinline__ int tile_warps_scan(int (&v)[VECS][4], int* totals, int& before) {
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    int carry = 0;
-#pragma unroll
-    for (int r = 0; r < VECS; ++r) {
-        const int inclusive = warp_inclusive_scan(v[r][0] + v[r][1] + v[r][2] + v[r][3]);
-        const int left = __shfl_up_sync(0xffffffffu, inclusive, 1);
-        int run = lane == 0 ? carry : carry + left;
-#pragma unroll
-        for (int c = 0; c < 4; ++c) { run += v[r][c]; v[r][c] = run; }
-        carry += __shfl_sync(0xffffffffu, inclusive, 31);
-    }
-    if (lane == 0) totals[warp] = carry;
-    asm volatile("bar.sync 1, %0;" ::"n"(SCAN_WARPS * 32) : "memory");
-    int all = 0;
-    before = 0;
-#pragma unroll
-    for (int w = 0; w < SCAN_WARPS; ++w) { if (w == warp) before = all; all += totals[w]; }
-    return all;
-}
-
 // A ninth warp looks back while the eight tile warps load; it hands the prefix over at __syncthreads (not used in
 // 01_scan: compute-sanitizer racecheck reports a hazard on that hand-off, with the hand-off on __syncthreads, on
 // bar.sync 2, 288 and on the non-aligned barrier.sync 2, 288 alike).
@@ -160,7 +136,7 @@ __global__ void __launch_bounds__(SCAN_WARPS * 32 + 32, MINB) lookback_ws(const 
     const long long start = (long long)tile * SCAN_WARPS * 128 * VECS;
     int v[VECS][4], before;
     load_io<VECS, IO>(x, start, n, v);
-    const int aggregate = tile_warps_scan<VECS>(v, totals, before);
+    const int aggregate = block_tile_scan<int, VECS, 1>(v, false, totals, before);  // named barrier 1: tile warps only
     if (threadIdx.x == 0) {
         if (tile > 0) publish(status + (long long)tile * PAD, SCAN_AGGREGATE, aggregate);
         tile_aggregate = aggregate;

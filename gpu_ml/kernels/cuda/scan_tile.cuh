@@ -11,7 +11,9 @@
 // carries into the next row. Then the warps' totals meet in shared memory (`totals`, SCAN_WARPS elements) after one
 // barrier. On return v holds the inclusive (or exclusive) scan of its warp's part, `before` the sum of the warps
 // before this thread's, and the tile's total is returned (in every thread). The caller adds before and the prefix.
-template <typename T, int VECS>
+// BARRIER = 0: that barrier is __syncthreads; another number n: the named barrier n of the SCAN_WARPS * 32 tile
+// threads only, for a block with more warps than the tile's (experiments/scan_lookback_ablation.cu's ninth warp).
+template <typename T, int VECS, int BARRIER = 0>
 __device__ __forceinline__ T block_tile_scan(T (&v)[VECS][4], bool exclusive, T* totals, T& before) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     T carry = T(0);  // the sum of this warp's rows before row r
@@ -30,7 +32,8 @@ __device__ __forceinline__ T block_tile_scan(T (&v)[VECS][4], bool exclusive, T*
         carry = scan_add(carry, __shfl_sync(0xffffffffu, inclusive, 31));
     }
     if (lane == 0) totals[warp] = carry;
-    __syncthreads();
+    if constexpr (BARRIER == 0) __syncthreads();
+    else asm volatile("bar.sync %0, %1;" ::"n"(BARRIER), "n"(SCAN_WARPS * 32) : "memory");
     T all = T(0);
     before = T(0);
 #pragma unroll

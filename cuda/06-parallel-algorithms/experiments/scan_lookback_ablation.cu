@@ -33,8 +33,9 @@ __global__ void __launch_bounds__(SCAN_WARPS * 32) tile_only(const int* __restri
 }
 
 
-// The tile's loads and stores: IO = 0 through scan_tile_io.cuh (load_tile / store_tile), IO = 1 as plain int4 loads
-// and stores with no bounds check (n is a multiple of the tile here).
+// The tile's loads and stores: IO = 0 through scan_tile_io.cuh (load_tile / store_tile, whose full tiles are 16-byte
+// loads and 16-byte streaming stores), IO = 1 as plain int4 loads and stores with no bounds check (n is a multiple of
+// the tile here).
 template <int VECS, int IO>
 __device__ __forceinline__ void load_io(const int* __restrict__ x, long long start, long long n, int (&v)[VECS][4]) {
     if (IO == 0) { load_tile<int, VECS>(x, start, n, true, v); return; }
@@ -115,9 +116,10 @@ __global__ void __launch_bounds__(SCAN_WARPS * 32) lookback_pad(const int* __res
     store_io<VECS, IO>(y, start, n, v);
 }
 
-// A ninth warp looks back while the eight tile warps load; it hands the prefix over at __syncthreads (not used in
-// 01_scan: compute-sanitizer racecheck reports a hazard on that hand-off, with the hand-off on __syncthreads, on
-// bar.sync 2, 288 and on the non-aligned barrier.sync 2, 288 alike).
+// A ninth warp looks back while the eight tile warps load and scan, as 01_scan's kernel does: the two branches meet at
+// one __syncthreads call site, and the ninth warp's branch has a barrier of its own (bar.sync 2, 32: that warp alone)
+// to match the tile warps' named barrier 1, without which compute-sanitizer's racecheck reports a hazard on the
+// hand-off.
 template <int VECS, int K, int MINB, int PAD, int IO>
 __global__ void __launch_bounds__(SCAN_WARPS * 32 + 32, MINB) lookback_ws(const int* __restrict__ x, int* __restrict__ y,
                                                                           ScanWord* status, unsigned* counter, long long n) {
@@ -126,22 +128,27 @@ __global__ void __launch_bounds__(SCAN_WARPS * 32 + 32, MINB) lookback_ws(const 
     if (threadIdx.x == 0) tile_number = (int)atomicAdd(counter, 1u);
     __syncthreads();
     const int tile = tile_number;
-    if (threadIdx.x >= SCAN_WARPS * 32) {  // the look-back warp: starts at once, while the tile is still loading
+    const bool lookback_warp = threadIdx.x >= SCAN_WARPS * 32;
+    const long long start = (long long)tile * SCAN_WARPS * 128 * VECS;
+    int v[VECS][4], before = 0;
+    if (lookback_warp) {  // starts at once, while the tile is still loading
         const int prefix = tile > 0 ? look_back_pad<K, PAD>(status, tile) : 0;
         if (threadIdx.x == SCAN_WARPS * 32) tile_prefix = prefix;
-        __syncthreads();
-        if (threadIdx.x == SCAN_WARPS * 32) publish(status + (long long)tile * PAD, SCAN_PREFIX, prefix + tile_aggregate);
-        return;
-    }
-    const long long start = (long long)tile * SCAN_WARPS * 128 * VECS;
-    int v[VECS][4], before;
-    load_io<VECS, IO>(x, start, n, v);
-    const int aggregate = block_tile_scan<int, VECS, 1>(v, false, totals, before);  // named barrier 1: tile warps only
-    if (threadIdx.x == 0) {
-        if (tile > 0) publish(status + (long long)tile * PAD, SCAN_AGGREGATE, aggregate);
-        tile_aggregate = aggregate;
+        asm volatile("bar.sync 2, 32;" ::: "memory");
+    } else {
+        load_io<VECS, IO>(x, start, n, v);
+        const int aggregate = block_tile_scan<int, VECS, 1>(v, false, totals, before);  // named barrier 1: tile warps
+        if (threadIdx.x == 0) {
+            if (tile > 0) publish(status + (long long)tile * PAD, SCAN_AGGREGATE, aggregate);
+            tile_aggregate = aggregate;
+        }
     }
     __syncthreads();
+    if (lookback_warp) {
+        if (threadIdx.x == SCAN_WARPS * 32)
+            publish(status + (long long)tile * PAD, SCAN_PREFIX, tile_prefix + tile_aggregate);
+        return;
+    }
     add_offset<int, VECS>(v, tile_prefix + before);
     store_io<VECS, IO>(y, start, n, v);
 }

@@ -37,7 +37,7 @@ __global__ void __launch_bounds__(SCAN_WARPS * 32) compact_kernel(const T* __res
         }
     int before;  // the kept elements of the warps before this thread's
     const int aggregate = block_tile_scan<int, VECS>(place, true, totals, before);
-    if (threadIdx.x < 32) {  // warp 0 publishes and looks back, as in scan_lookback_kernel
+    if (threadIdx.x < 32) {  // warp 0 publishes and looks back after the scan
         int prefix = 0;
         if (tile > 0) {
             if (threadIdx.x == 0) publish(status + status_slot(tile), SCAN_AGGREGATE, aggregate);

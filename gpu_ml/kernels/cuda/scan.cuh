@@ -36,7 +36,7 @@ static int lookback_with(const T* x, T* y, long long* status, long long words, l
     if (err != cudaSuccess) return (int)err;
     ScanWord* word = reinterpret_cast<ScanWord*>(status);
     unsigned* counter = reinterpret_cast<unsigned*>(word + status_slot(tiles));  // the word after the last line
-    scan_lookback_kernel<T, VECS><<<(unsigned)tiles, SCAN_WARPS * 32, 0, stream>>>(x, y, word, counter, n, exclusive,
+    scan_lookback_kernel<T, VECS><<<(unsigned)tiles, SCAN_LOOKBACK_THREADS, 0, stream>>>(x, y, word, counter, n, exclusive,
                                                                                     scan_aligned(x, y));
     return 0;
 }

@@ -6,35 +6,52 @@
 #include "cuda/scan_status.cuh"  // publish, look_back
 #include "cuda/scan_tile.cuh"    // load_tile, store_tile, block_tile_scan, add_offset
 
-// The single-pass scan. The tile number comes from an atomic counter, not blockIdx.x: tiles are handed out in the
-// order blocks start, so a tile only ever waits for tiles whose blocks are already running.
+inline constexpr int SCAN_LOOKBACK_THREADS = SCAN_WARPS * 32 + 32;  // the tile's 8 warps and a ninth that looks back
+
+template <typename T>
+struct ScanHandOff {  // what the ninth warp and the tile warps pass to each other, in shared memory
+    T totals[SCAN_WARPS];
+    T prefix, aggregate;
+};
+
+// The single-pass scan, SCAN_LOOKBACK_THREADS per block. The tile number comes from an atomic counter, not
+// blockIdx.x: tiles are handed out in the order blocks start, so a tile only ever waits for tiles whose blocks are
+// already running. The ninth warp looks back from the start, while the eight tile warps load and scan the tile; they
+// meet at one __syncthreads, where the prefix goes to the tile warps and the aggregate to the ninth warp.
 template <typename T, int VECS>
-__global__ void __launch_bounds__(SCAN_WARPS * 32) scan_lookback_kernel(const T* __restrict__ x, T* __restrict__ y,
-                                                                        ScanWord* status, unsigned* counter,
-                                                                        long long n, bool exclusive, bool vec) {
-    __shared__ T totals[SCAN_WARPS];
-    __shared__ T tile_prefix;
+__global__ void __launch_bounds__(SCAN_LOOKBACK_THREADS, 4) scan_lookback_kernel(const T* __restrict__ x,
+                                                                                 T* __restrict__ y, ScanWord* status,
+                                                                                 unsigned* counter, long long n,
+                                                                                 bool exclusive, bool vec) {
+    __shared__ ScanHandOff<T> s;
     __shared__ int tile_number;
     if (threadIdx.x == 0) tile_number = (int)atomicAdd(counter, 1u);
     __syncthreads();
     const int tile = tile_number;
     ScanWord* mine = status + status_slot(tile);
     const long long start = (long long)tile * SCAN_WARPS * 128 * VECS;
-    T v[VECS][4], before;
-    load_tile<T, VECS>(x, start, n, vec, v);
-    const T aggregate = block_tile_scan<T, VECS>(v, exclusive, totals, before);
-    if (threadIdx.x < 32) {  // warp 0 publishes and looks back; the other warps wait at the barrier below
-        T prefix = T(0);
-        if (tile > 0) {
-            if (threadIdx.x == 0) publish(mine, SCAN_AGGREGATE, aggregate);  // for the tiles after this one
-            prefix = look_back<T>(status, tile);
-        }
+    const bool lookback_warp = threadIdx.x >= SCAN_WARPS * 32;
+    T v[VECS][4], before = T(0);
+    if (lookback_warp) {
+        const T prefix = tile > 0 ? look_back<T>(status, tile) : T(0);
+        if (threadIdx.x % 32 == 0) s.prefix = prefix;
+        // Nothing to wait for (named barrier 2 of this warp alone): it gives the ninth warp as many barriers as the
+        // tile warps' named barrier 1 in block_tile_scan. Without it compute-sanitizer's racecheck reports a hazard
+        // on the hand-off below (seen on an H200 with CUDA 13), though __syncthreads orders it.
+        asm volatile("bar.sync 2, 32;" ::: "memory");
+    } else {
+        load_tile<T, VECS>(x, start, n, vec, v);
+        const T aggregate = block_tile_scan<T, VECS, 1>(v, exclusive, s.totals, before);  // barrier 1: tile warps
         if (threadIdx.x == 0) {
-            publish(mine, SCAN_PREFIX, scan_add(prefix, aggregate));
-            tile_prefix = prefix;
+            s.aggregate = aggregate;
+            if (tile > 0) publish(mine, SCAN_AGGREGATE, aggregate);  // for the tiles after this one, at once
         }
     }
-    __syncthreads();
-    add_offset<T, VECS>(v, scan_add(tile_prefix, before));
+    __syncthreads();  // the hand-off: one call site for all nine warps
+    if (lookback_warp) {
+        if (threadIdx.x % 32 == 0) publish(mine, SCAN_PREFIX, scan_add(s.prefix, s.aggregate));
+        return;
+    }
+    add_offset<T, VECS>(v, scan_add(s.prefix, before));
     store_tile<T, VECS>(y, start, n, vec, v);
 }

@@ -36,18 +36,22 @@ __device__ __forceinline__ void load_tile(const T* __restrict__ x, long long sta
     }
 }
 
+// One 16-byte streaming store (evict-first: nothing here reads the output again). Written as a plain store of a Pack,
+// nvcc 13 split the first row's 16-byte store into four 4-byte stores in the single-pass scan (seen in its SASS).
+__device__ __forceinline__ void store16(float* p, const float (&v)[4]) {
+    __stcs(reinterpret_cast<float4*>(p), make_float4(v[0], v[1], v[2], v[3]));
+}
+__device__ __forceinline__ void store16(int* p, const int (&v)[4]) {
+    __stcs(reinterpret_cast<int4*>(p), make_int4(v[0], v[1], v[2], v[3]));
+}
+
 template <typename T, int VECS>
 __device__ __forceinline__ void store_tile(T* __restrict__ y, long long start, long long n, bool vec,
                                            const T (&v)[VECS][4]) {
     const long long first = tile_first<VECS>(start);
     if (vec && start + SCAN_WARPS * 128LL * VECS <= n) {
 #pragma unroll
-        for (int r = 0; r < VECS; ++r) {
-            Pack<T, 4> p;
-#pragma unroll
-            for (int c = 0; c < 4; ++c) p.v[c] = v[r][c];
-            *reinterpret_cast<Pack<T, 4>*>(y + first + 128 * r) = p;
-        }
+        for (int r = 0; r < VECS; ++r) store16(y + first + 128 * r, v[r]);
     } else {
 #pragma unroll
         for (int r = 0; r < VECS; ++r)

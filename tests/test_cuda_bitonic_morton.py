@@ -1,6 +1,7 @@
 """The kernels cuda/06-parallel-algorithms/04_bitonic_sort_and_morton_order exports (gpu_ml/kernels/cuda/
-sort_keys.cuh, bitonic.cuh, morton.cuh, neighbourhood.cuh): the bitonic sort of rows (values, or values and
-indices), Morton encoding and decoding, and the neighbourhood sum with threads in row-major order or Z-order.
+sort_keys.cuh, bitonic.cuh, bitonic_warp.cuh, morton.cuh, neighbourhood.cuh): the bitonic sort of rows (values, or
+values and indices) by a block per row and by a warp per row, Morton encoding and decoding, and the neighbourhood
+sum with threads in row-major order or Z-order.
 
 One library includes the headers and adds an `extern "C"` shim per launcher (the notebook's cells do the same;
 `%%cuda`'s wrapper fills in the stream). On a CPU it is only compiled, with the host program that compute-sanitizer
@@ -19,6 +20,7 @@ from gpu_ml.env import has_gpu
 
 SOURCE = """
 #include "cuda/bitonic.cuh"
+#include "cuda/bitonic_warp.cuh"
 #include "cuda/neighbourhood.cuh"
 
 extern "C" int sort_rows_f32(const float* x, float* y, long long rows, int length, cudaStream_t stream) {
@@ -27,6 +29,13 @@ extern "C" int sort_rows_f32(const float* x, float* y, long long rows, int lengt
 extern "C" int argsort_rows_f32(const float* x, float* y, long long* indices, long long rows, int length,
                                 cudaStream_t stream) {
     return launch_sort_rows(x, y, indices, rows, length, stream);
+}
+extern "C" int sort_rows_warp_f32(const float* x, float* y, long long rows, int length, cudaStream_t stream) {
+    return launch_sort_rows_warp(x, y, nullptr, rows, length, stream);
+}
+extern "C" int argsort_rows_warp_f32(const float* x, float* y, long long* indices, long long rows, int length,
+                                     cudaStream_t stream) {
+    return launch_sort_rows_warp(x, y, indices, rows, length, stream);
 }
 extern "C" int morton_encode_i32(const int* x, const int* y, int* code, long long n, cudaStream_t stream) {
     return launch_morton_encode(x, y, code, n, stream);
@@ -42,8 +51,8 @@ extern "C" int neighbourhood_sum_f32(const float* in, float* out, int log, int r
     return launch_neighbourhood_sum(in, out, log, radius, order, column_major, stream);
 }
 """
-NAMES = {"sort_rows_f32", "argsort_rows_f32", "morton_encode_i32", "morton_decode_i32", "morton_roundtrip",
-         "neighbourhood_sum_f32"}
+NAMES = {"sort_rows_f32", "argsort_rows_f32", "sort_rows_warp_f32", "argsort_rows_warp_f32", "morton_encode_i32",
+         "morton_decode_i32", "morton_roundtrip", "neighbourhood_sum_f32"}
 # Both sides of every padded length the launcher picks (32 to 4096) and the smallest rows.
 LENGTHS = [1, 2, 3, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 511, 512, 513, 1000, 1024, 1025, 2047, 2048,
            2049, 3000, 4095, 4096]
@@ -62,15 +71,17 @@ def lib():
     return cuda.load_library(cuda.build(SOURCE, library=True), SOURCE)
 
 
-def sort(lib, x: torch.Tensor, pairs: bool, y: torch.Tensor | None = None):
+def sort(lib, x: torch.Tensor, pairs: bool, y: torch.Tensor | None = None, warp: bool = False):
+    """Sorted by the block kernel, or with warp=True by the warp kernel (rows of at most 1024)."""
     rows, length = x.shape
     y = torch.empty_like(x) if y is None else y
+    kind = "_warp" if warp else ""
     if pairs:
         indices = torch.full(x.shape, -7, dtype=torch.int64, device=x.device)
-        rc = lib["argsort_rows_f32"](x, y, indices, rows, length)
+        rc = lib[f"argsort_rows{kind}_f32"](x, y, indices, rows, length)
     else:
         indices = None
-        rc = lib["sort_rows_f32"](x, y, rows, length)
+        rc = lib[f"sort_rows{kind}_f32"](x, y, rows, length)
     assert rc == 0, f"a valid sort was refused ({rc})"
     return y, indices
 
@@ -79,11 +90,11 @@ def same_values(got: torch.Tensor, expected: torch.Tensor) -> bool:
     return torch.equal(got.isnan(), expected.isnan()) and torch.equal(got.nan_to_num(7.0), expected.nan_to_num(7.0))
 
 
-def assert_sorted(lib, x: torch.Tensor, label: str) -> None:
+def assert_sorted(lib, x: torch.Tensor, label: str, warp: bool = False) -> None:
     expected = torch.sort(x.cpu(), dim=-1, stable=True)  # the CPU's order: every NaN last
-    values, _ = sort(lib, x, pairs=False)
+    values, _ = sort(lib, x, pairs=False, warp=warp)
     assert same_values(values.cpu(), expected.values), f"{label}: values differ from torch.sort"
-    values, indices = sort(lib, x, pairs=True)
+    values, indices = sort(lib, x, pairs=True, warp=warp)
     values, indices = values.cpu(), indices.cpu()
     assert same_values(values, expected.values), f"{label}: argsort values differ from torch.sort"
     picked, number = x.cpu().gather(1, indices), ~values.isnan()  # NaN comes back as the one positive quiet NaN
@@ -101,8 +112,11 @@ def test_the_shims_compile(lib):
 
 
 @needs_gpu
+@pytest.mark.parametrize("warp", [False, True], ids=["block", "warp"])
 @pytest.mark.parametrize("length", LENGTHS)
-def test_sorts_match_torch(lib, length):
+def test_sorts_match_torch(lib, length, warp):
+    if warp and length > 1024:
+        pytest.skip("a warp sorts rows of at most 1024")
     g = torch.Generator(device="cuda").manual_seed(length)
     x = torch.randint(-20, 20, (41, length), device="cuda", generator=g).float()  # ties everywhere
     x[1] = torch.arange(length, device="cuda")
@@ -113,34 +127,37 @@ def test_sorts_match_torch(lib, length):
     x[6, 1::4] = NEG_NAN
     x[7, ::2] = INF
     x[8, 1::2] = -INF
-    assert_sorted(lib, x, f"length {length}")
+    assert_sorted(lib, x, f"length {length}", warp)
 
 
 @needs_gpu
-def test_special_values_and_signed_zeros(lib):
+@pytest.mark.parametrize("warp", [False, True], ids=["block", "warp"])
+def test_special_values_and_signed_zeros(lib, warp):
     special = torch.tensor([NAN, -INF, 1.0, -0.0, 0.0, NEG_NAN, INF, -1.0, 1e-45, -1e-45, 0.0, -0.0, NAN, 3.4e38,
                             -3.4e38], device="cuda")
-    assert_sorted(lib, special.repeat(3, 1), "special values")
-    values, _ = sort(lib, torch.tensor([[0.0, -0.0, 0.0, -0.0]], device="cuda"), pairs=False)
+    assert_sorted(lib, special.repeat(3, 1), "special values", warp)
+    values, _ = sort(lib, torch.tensor([[0.0, -0.0, 0.0, -0.0]], device="cuda"), pairs=False, warp=warp)
     assert values.signbit().tolist() == [[True, True, False, False]], "-0.0 sorts before +0.0"
 
 
 @needs_gpu
+@pytest.mark.parametrize("warp", [False, True], ids=["block", "warp"])
 @pytest.mark.parametrize("pairs", [False, True])
-def test_unaligned_rows_and_nothing_written_outside(lib, pairs):
+def test_unaligned_rows_and_nothing_written_outside(lib, pairs, warp):
     rows, length = 300, 777
     x = torch.randn(rows * length + 1, device="cuda")[1:].view(rows, length)  # 4 bytes past alignment
     buf = torch.full((rows * length + 1 + 4096,), 12345.0, device="cuda")
     y = buf[1:1 + rows * length].view(rows, length)
-    values, _ = sort(lib, x, pairs, y=y)
+    values, _ = sort(lib, x, pairs, y=y, warp=warp)
     assert torch.equal(values.cpu(), torch.sort(x.cpu(), dim=-1).values)
     assert buf[0].item() == 12345.0 and (buf[1 + rows * length:] == 12345.0).all(), "a store outside y"
 
 
 @needs_gpu
-def test_many_rows(lib):
-    x = torch.randn(70_001, 1024, device="cuda")
-    values, indices = sort(lib, x, pairs=True)
+@pytest.mark.parametrize("warp", [False, True], ids=["block", "warp"])
+def test_many_rows(lib, warp):
+    x = torch.randn(70_001, 1024, device="cuda")  # for the warp kernel, a last block of one row
+    values, indices = sort(lib, x, pairs=True, warp=warp)
     assert torch.equal(values, torch.sort(x, dim=-1).values)  # no NaN: CUDA's torch.sort agrees
     assert torch.equal(x.gather(1, indices), values)
 
@@ -156,6 +173,10 @@ def test_sort_refusals_and_empty(lib):
     assert lib["sort_rows_f32"](x, y, 2**31, 100) == -1  # more rows than a grid has blocks
     assert lib["sort_rows_f32"](x, y, 4, -3) == -1
     assert lib["sort_rows_f32"](x, y, 0, 100) == 0 and lib["sort_rows_f32"](x, y, 4, 0) == 0  # nothing to do
+    assert lib["sort_rows_warp_f32"](x, y, 4, 1025) == -1  # a warp sorts rows of at most 1024
+    assert lib["argsort_rows_warp_f32"](x, y, idx, 4, 1025) == -1
+    assert lib["sort_rows_warp_f32"](x, y, -1, 100) == -1 and lib["sort_rows_warp_f32"](x, y, 2**31, 100) == -1
+    assert lib["sort_rows_warp_f32"](x, y, 0, 100) == 0 and lib["sort_rows_warp_f32"](x, y, 4, 0) == 0
     assert (y == 7.0).all(), "a refused or empty launch wrote the output"
 
 
@@ -251,12 +272,14 @@ PROGRAM = r"""
 #include <cstdio>
 #include <vector>
 #include "cuda/bitonic.cuh"
+#include "cuda/bitonic_warp.cuh"
 #include "cuda/neighbourhood.cuh"
 #include "gpu_ml.cuh"  // CHECK
 
 // Rows of small integers (many ties) sorted as values and as pairs, every padded length that uses shared memory
-// and the smallest ones; compared with std::sort, the pairs' indices checked against the values they point at.
-static int check_sort(int rows, int length) {
+// and the smallest ones (warp: the warp kernel, for the lengths up to 1024); compared with std::sort, the pairs'
+// indices checked against the values they point at.
+static int check_sort(int rows, int length, bool warp) {
     const long long n = (long long)rows * length;
     std::vector<float> x(n), y(n), expected(n);
     std::vector<long long> idx(n);
@@ -273,7 +296,8 @@ static int check_sort(int rows, int length) {
     int wrong = 0;
     for (int pairs = 0; pairs < 2; ++pairs) {
         CHECK(cudaMemset(dy, 0xFF, n * sizeof(float)));
-        if (launch_sort_rows(dx, dy, pairs ? didx : nullptr, rows, length, 0) != 0) return 1000;
+        const auto launch = warp ? launch_sort_rows_warp : launch_sort_rows;
+        if (launch(dx, dy, pairs ? didx : nullptr, rows, length, 0) != 0) return 1000;
         CHECK(cudaDeviceSynchronize());
         CHECK(cudaMemcpy(y.data(), dy, n * sizeof(float), cudaMemcpyDeviceToHost));
         CHECK(cudaMemcpy(idx.data(), didx, n * sizeof(long long), cudaMemcpyDeviceToHost));
@@ -324,7 +348,9 @@ static int check_neighbourhood() {
 int main() {
     int wrong = 0;
     const int lengths[] = {1, 33, 200, 300, 1000, 2049, 4096};
-    for (int length : lengths) wrong += check_sort(3, length);
+    for (int length : lengths) wrong += check_sort(3, length, false);
+    for (int length : lengths)
+        if (length <= 1024) wrong += check_sort(5, length, true);  // a block of 4 rows and one of 1
     wrong += check_neighbourhood();
     std::printf("bitonic and neighbourhood: %d wrong elements\n", wrong);
     return wrong == 0 ? 0 : 4;

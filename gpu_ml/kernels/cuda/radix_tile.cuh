@@ -64,6 +64,25 @@ __device__ __forceinline__ int radix_block_exclusive_sum(int v, int* totals, int
     return before + inclusive - v;
 }
 
+// The lanes of this warp whose digit equals this lane's (digits of RADIX_BITS bits): one __ballot_sync per bit,
+// each keeping the lanes that agree with this one on that bit. __match_any_sync(0xffffffffu, digit) gives the same
+// mask in one instruction, slower on an H200 than the 8 ballots; -DRADIX_MATCH_ANY selects it, for the comparison
+// in experiments/radix_rank_ablation.py.
+__device__ __forceinline__ unsigned digit_peers(unsigned digit) {
+#ifdef RADIX_MATCH_ANY
+    return __match_any_sync(0xffffffffu, digit);
+#else
+    unsigned peers = 0xffffffffu;
+#pragma unroll
+    for (int b = 0; b < RADIX_BITS; ++b) {
+        const unsigned bit = (digit >> b) & 1u;
+        const unsigned vote = __ballot_sync(0xffffffffu, bit);  // the lanes whose bit b is set
+        peers &= bit ? vote : ~vote;
+    }
+    return peers;
+#endif
+}
+
 // Stable rank of the tile's keys by digit: on return place[i] is where key i goes in the tile sorted by digit,
 // s.digit_start[d] where digit d starts there, and thread d gets back the count of digit d in the tile.
 template <int ITEMS>
@@ -75,7 +94,7 @@ __device__ int radix_rank(const unsigned (&digit)[ITEMS], int (&place)[ITEMS], R
     const unsigned below = (1u << lane) - 1u;  // the lanes before this one
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) {  // row by row: the order of the keys in the tile
-        const unsigned peers = __match_any_sync(0xffffffffu, digit[i]);  // the lanes with the same digit
+        const unsigned peers = digit_peers(digit[i]);  // the lanes with the same digit
         const int earlier = counts[digit[i]];                             // of this digit in the warp's earlier rows
         __syncwarp();
         if ((peers & below) == 0) counts[digit[i]] = earlier + __popc(peers);  // the lowest peer counts them all

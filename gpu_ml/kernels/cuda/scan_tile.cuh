@@ -12,7 +12,7 @@
 // barrier. On return v holds the inclusive (or exclusive) scan of its warp's part, `before` the sum of the warps
 // before this thread's, and the tile's total is returned (in every thread). The caller adds before and the prefix.
 // BARRIER = 0: that barrier is __syncthreads; another number n: the named barrier n of the SCAN_WARPS * 32 tile
-// threads only, for a block with more warps than the tile's (experiments/scan_lookback_ablation.cu's ninth warp).
+// threads only, for a block with more warps than the tile's (the single-pass scan's ninth warp, section 6).
 template <typename T, int VECS, int BARRIER = 0>
 __device__ __forceinline__ T block_tile_scan(T (&v)[VECS][4], bool exclusive, T* totals, T& before) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;

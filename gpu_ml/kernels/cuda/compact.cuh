@@ -4,58 +4,82 @@
 
 #pragma once
 #include <climits>
-#include "cuda/scan.cuh"  // lesson 6.1: load_tile, block_tile_scan, publish, look_back, status_slot, scan_status_words
+#include "cuda/scan.cuh"  // lesson 6.1: load_tile, look_back, publish, ScanHandOff, SCAN_LOOKBACK_THREADS
 
 // Stable compaction in one pass: the elements of x greater than `threshold`, in their order, to out[0, k), and k to
-// *count. It is the single-pass scan of lesson 6.1 with the flags (x > threshold: 0 or 1) for values: the exclusive
-// scan of a kept element's flag is its place in out, and the value carried from tile to tile by the look-back is the
-// number of elements kept before the tile.
+// *count. It is the single-pass scan of lesson 6.1 with the flags (x > threshold: 0 or 1) for values, and the same
+// nine warps: eight load and place the tile while the ninth looks back for the number of elements kept before it.
+// A warp places its kept elements with votes: row r of the warp is 128 consecutive elements, lane l holding
+// 4l .. 4l + 3, so one ballot per column gives every lane the row's 128 flags, and the kept elements before a lane's
+// are the flags of the lanes below it. The tile's kept elements are gathered in order in shared memory, then all
+// nine warps write them out as one contiguous run: coalesced stores.
 template <typename T, int VECS>
-__global__ void __launch_bounds__(SCAN_WARPS * 32) compact_kernel(const T* __restrict__ x, T* __restrict__ out,
-                                                                  int* __restrict__ count, ScanWord* status,
-                                                                  unsigned* counter, long long n, T threshold,
-                                                                  bool vec) {
-    __shared__ int totals[SCAN_WARPS];
-    __shared__ int tile_prefix;
+__global__ void __launch_bounds__(SCAN_LOOKBACK_THREADS, 4) compact_kernel(const T* __restrict__ x,
+                                                                           T* __restrict__ out, int* __restrict__ count,
+                                                                           ScanWord* status, unsigned* counter,
+                                                                           long long n, T threshold, bool vec) {
+    constexpr int TILE = SCAN_WARPS * 128 * VECS;
+    __shared__ ScanHandOff<int> s;  // the warps' counts, the prefix and the tile's count (its aggregate)
+    __shared__ T staged[TILE];      // the tile's kept elements, in order
     __shared__ int tile_number;
     if (threadIdx.x == 0) tile_number = (int)atomicAdd(counter, 1u);  // tiles in the order blocks start
     __syncthreads();
     const int tile = tile_number;
-    const long long start = (long long)tile * SCAN_WARPS * 128 * VECS;
-    const long long first = tile_first<VECS>(start);
-    T v[VECS][4];
-    load_tile<T, VECS>(x, start, n, vec, v);
-    int place[VECS][4];  // the flag, then its exclusive scan
-    unsigned kept = 0;   // bit 4r + c: element (r, c) is kept
+    ScanWord* mine = status + status_slot(tile);
+    if (threadIdx.x >= SCAN_WARPS * 32) {  // the ninth warp: the kept elements before this tile
+        const int prefix = tile > 0 ? look_back<int>(status, tile) : 0;
+        if (threadIdx.x % 32 == 0) s.prefix = prefix;
+        asm volatile("bar.sync 2, 32;" ::: "memory");  // as in 6.1: a barrier of its own, for racecheck
+    } else {
+        const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+        const long long start = (long long)tile * TILE;
+        T v[VECS][4];
+        load_tile<T, VECS>(x, start, n, vec, v);
+        // element (r, c) of this lane lies inside n when 128r + c < left (32-bit compares)
+        const int left = (int)min(n - tile_first<VECS>(start), (long long)TILE);
+        const unsigned below = (1u << lane) - 1;  // the lanes below this one
+        unsigned kept = 0;                        // bit 4r + c: element (r, c) is kept
+        int place[VECS];                          // this lane's first place in row r, among the warp's kept elements
+        int warp_kept = 0;                        // the warp's kept elements in the rows before r
 #pragma unroll
-    for (int r = 0; r < VECS; ++r)
+        for (int r = 0; r < VECS; ++r) {
+            place[r] = warp_kept;
 #pragma unroll
-        for (int c = 0; c < 4; ++c) {
-            const bool keep = first + 128 * r + c < n && v[r][c] > threshold;  // past n load_tile gave 0: not kept
-            place[r][c] = keep;
-            kept |= (unsigned)keep << (4 * r + c);
+            for (int c = 0; c < 4; ++c) {
+                const bool keep = 128 * r + c < left && v[r][c] > threshold;  // past n load_tile gave 0
+                kept |= (unsigned)keep << (4 * r + c);
+                const unsigned column = __ballot_sync(0xffffffffu, keep);  // column c's flags, lane l at bit l
+                place[r] += __popc(column & below);
+                warp_kept += __popc(column);
+            }
         }
-    int before;  // the kept elements of the warps before this thread's
-    const int aggregate = block_tile_scan<int, VECS>(place, true, totals, before);
-    if (threadIdx.x < 32) {  // warp 0 publishes and looks back after the scan
-        int prefix = 0;
-        if (tile > 0) {
-            if (threadIdx.x == 0) publish(status + status_slot(tile), SCAN_AGGREGATE, aggregate);
-            prefix = look_back<int>(status, tile);
+        if (lane == 0) s.totals[warp] = warp_kept;
+        asm volatile("bar.sync 1, %0;" ::"n"(SCAN_WARPS * 32) : "memory");  // the eight tile warps only
+        int before = 0, aggregate = 0;  // the kept elements of the warps before this one, and of the tile
+#pragma unroll
+        for (int w = 0; w < SCAN_WARPS; ++w) {
+            if (w == warp) before = aggregate;
+            aggregate += s.totals[w];
         }
         if (threadIdx.x == 0) {
-            publish(status + status_slot(tile), SCAN_PREFIX, prefix + aggregate);
-            tile_prefix = prefix;
-            if (tile == (int)gridDim.x - 1) *count = prefix + aggregate;  // the last tile knows the total
+            s.aggregate = aggregate;
+            if (tile > 0) publish(mine, SCAN_AGGREGATE, aggregate);  // for the tiles after this one, at once
+        }
+#pragma unroll
+        for (int r = 0; r < VECS; ++r) {
+            int at = before + place[r];
+#pragma unroll
+            for (int c = 0; c < 4; ++c)
+                if ((kept >> (4 * r + c)) & 1u) staged[at++] = v[r][c];
         }
     }
-    __syncthreads();
-    const long long base = (long long)tile_prefix + before;
-#pragma unroll
-    for (int r = 0; r < VECS; ++r)
-#pragma unroll
-        for (int c = 0; c < 4; ++c)
-            if ((kept >> (4 * r + c)) & 1u) out[base + place[r][c]] = v[r][c];
+    __syncthreads();  // the hand-off: the prefix to every warp, the staged elements and the aggregate to all
+    const int prefix = s.prefix, aggregate = s.aggregate;
+    if (threadIdx.x == SCAN_WARPS * 32) {
+        publish(mine, SCAN_PREFIX, prefix + aggregate);
+        if (tile == (int)gridDim.x - 1) *count = prefix + aggregate;  // the last tile knows the total
+    }
+    for (int i = threadIdx.x; i < aggregate; i += SCAN_LOOKBACK_THREADS) __stcs(out + prefix + i, staged[i]);
 }
 
 template <typename T, int VECS>
@@ -66,7 +90,7 @@ static int compact_with(const T* x, T* out, int* count, long long* status, long 
     const cudaError_t err = cudaMemsetAsync(status, 0, (status_slot(tiles) + 1) * sizeof(long long), stream);
     if (err != cudaSuccess) return (int)err;
     ScanWord* word = reinterpret_cast<ScanWord*>(status);
-    compact_kernel<T, VECS><<<(unsigned)tiles, SCAN_WARPS * 32, 0, stream>>>(
+    compact_kernel<T, VECS><<<(unsigned)tiles, SCAN_LOOKBACK_THREADS, 0, stream>>>(
         x, out, count, word, reinterpret_cast<unsigned*>(word + status_slot(tiles)), n, threshold, scan_aligned(x, x));
     return 0;  // a launch error is left for the caller (the magic raises it)
 }

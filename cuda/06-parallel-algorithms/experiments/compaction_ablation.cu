@@ -157,6 +157,8 @@ int main() {
     VARIANT("a ninth warp looks back meanwhile, own stores, 16/thread", 4, true, false)
     VARIANT("a ninth warp looks back meanwhile, staged, 16/thread", 4, true, true)
     VARIANT("warp 0 looks back after the tile, own stores, 32/thread", 8, false, false)
+    VARIANT("warp 0 looks back after the tile, staged, 32/thread", 8, false, true)
+    VARIANT("a ninth warp looks back meanwhile, own stores, 32/thread", 8, true, false)
     VARIANT("a ninth warp looks back meanwhile, staged, 32/thread", 8, true, true)
     for (int items : {8, 16, 32}) {
         char name[80];

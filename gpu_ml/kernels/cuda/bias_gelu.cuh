@@ -5,8 +5,8 @@
 #pragma once
 #include "gpu_ml.cuh"  // to_float/from_float, Pack/load_pack/store_pack
 
-constexpr float K0 = 0.7978845608028654f;  // sqrt(2 / pi)
-constexpr float K1 = 0.044715f;
+inline constexpr float K0 = 0.7978845608028654f;  // sqrt(2 / pi)
+inline constexpr float K1 = 0.044715f;
 
 template <bool TANH>
 __device__ __forceinline__ float gelu(float x) {
@@ -25,8 +25,8 @@ __device__ __forceinline__ float gelu_grad(float x) {
     return cdf + x * 0.3989422804014327f * expf(-0.5f * x * x);  // 1 / sqrt(2 pi)
 }
 
-constexpr int THREADS = 256;
-constexpr int ROWS_IN_FLIGHT = 4;
+inline constexpr int THREADS = 256;
+inline constexpr int ROWS_IN_FLIGHT = 4;
 
 // y = GELU(x + b). Thread: one pack of columns (bias loaded once); block row g: rows g, g + G, ...
 // ROWS_IN_FLIGHT rows are loaded (as stored: fp16 stays fp16) before any is computed.
@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(THREADS) bias_gelu_fwd_kernel(const T* __restr
     }
 }
 
-static dim3 bias_gelu_grid(int cols, int vec, int groups) {
+inline dim3 bias_gelu_grid(int cols, int vec, int groups) {
     return dim3((unsigned)((cols + THREADS * vec - 1) / (THREADS * vec)), (unsigned)groups);
 }
 

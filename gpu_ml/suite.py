@@ -87,9 +87,10 @@ def run_item(item: str, gpu: int | None, save: bool, timeout: float, root: Path)
     return time.perf_counter() - start, passed, output[-3000:]
 
 
-def run(queues: list[list[str]], runner: Callable[[str, int | None], Outcome], gpus: int) -> dict[str, Outcome]:
+def run(queues: list[list[str]], runner: Callable[[str, int | None], Outcome], gpus: int,
+        ended: Callable[[str, Outcome], None] | None = None) -> dict[str, Outcome]:
     """Run each queue on its own thread (worker w on GPU w mod `gpus` when there are several GPUs); every item's
-    outcome, printed as it ends."""
+    outcome, printed as it ends and handed to `ended` (one call at a time)."""
     outcomes: dict[str, Outcome] = {}
     lock = threading.Lock()
 
@@ -99,6 +100,8 @@ def run(queues: list[list[str]], runner: Callable[[str, int | None], Outcome], g
             with lock:
                 outcomes[item] = outcome
                 print(f"{'ok  ' if outcome[1] else 'FAIL'} {outcome[0]:7.1f} s  worker {w}  {item}", flush=True)
+                if ended is not None:
+                    ended(item, outcome)
 
     threads = [threading.Thread(target=work, args=(w, q)) for w, q in enumerate(queues)]
     for t in threads:
@@ -187,35 +190,44 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
           f"{'; notebook outputs saved' if save else ''}", flush=True)
     runner = runner or (lambda item, gpu: run_item(item, gpu, save, timeout, root))
     start = time.perf_counter()
+
+    record_lock = threading.Lock()  # the CPU-only tests and the notebooks end items at the same time
+
+    def ended(item: str, outcome: Outcome) -> None:  # recorded as it ends: a run cut short keeps what it finished
+        seconds_taken, ok, output = outcome
+        with record_lock:
+            previous[item] = {"seconds": round(seconds_taken, 1), "passed": ok}
+            if save and ok and item.endswith(".ipynb"):  # gpu-ml execute wrote its peak into the notebook
+                previous[item]["peak_gpu_memory_gib"] = json.loads((root / item).read_text())["metadata"].get(
+                    "gpu_ml", {}).get("peak_gpu_memory_gib")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"gpu": gpu_name, "date": datetime.date.today().isoformat(),
+                                        "workers": workers, "test_workers": test_workers,
+                                        "wall_s": round(time.perf_counter() - start, 1),
+                                        "items": dict(sorted(previous.items()))}, indent=1) + "\n")
+        if not ok:
+            print(f"\n--- {item} failed; the end of its output:\n{output}\n", flush=True)
+
     built: list[str] = []
     builder = threading.Thread(target=lambda: built.append(prebuild(notebooks))) if prebuild and notebooks else None
     if builder:
         builder.start()
-    outcomes = run(plan(tests, test_workers, seconds), runner, gpus=gpu_count) if tests else {}
+    outcomes = run(plan(tests, test_workers, seconds), runner, gpus=gpu_count, ended=ended) if tests else {}
     if builder:
         builder.join()
         print(built[0] if built else "building the CUDA cells failed", flush=True)
     if notebooks:
         side: dict[str, Outcome] = {}
-        cpu_tests = threading.Thread(target=lambda: side.update(run(plan(beside, test_workers, seconds), runner, 0)))
+        cpu_tests = threading.Thread(
+            target=lambda: side.update(run(plan(beside, test_workers, seconds), runner, 0, ended=ended)))
         cpu_tests.start()
         with sharing_gpus(sharing):
-            outcomes |= run(plan(notebooks, workers, seconds), runner, gpus=gpu_count)
+            outcomes |= run(plan(notebooks, workers, seconds), runner, gpus=gpu_count, ended=ended)
         cpu_tests.join()
         outcomes |= side
     wall = time.perf_counter() - start
     failed = [item for item, (_, passed, _) in outcomes.items() if not passed]
-    for item in failed:
-        print(f"\n--- {item} failed; the end of its output:\n{outcomes[item][2]}")
     print(f"\n{len(items) - len(failed)} of {len(items)} passed in {wall / 60:.1f} min of wall time "
-          f"({sum(o[0] for o in outcomes.values()) / 60:.1f} min of item time)")
-    for item, (s, ok, _) in outcomes.items():
-        previous[item] = {"seconds": round(s, 1), "passed": ok}
-        if save and ok and item.endswith(".ipynb"):  # gpu-ml execute wrote its peak into the notebook
-            previous[item]["peak_gpu_memory_gib"] = json.loads((root / item).read_text())["metadata"].get(
-                "gpu_ml", {}).get("peak_gpu_memory_gib")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"gpu": gpu_name, "date": datetime.date.today().isoformat(), "workers": workers,
-                                "test_workers": test_workers, "wall_s": round(wall, 1),
-                                "items": dict(sorted(previous.items()))}, indent=1) + "\n")
+          f"({sum(o[0] for o in outcomes.values()) / 60:.1f} min of item time)"
+          + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0

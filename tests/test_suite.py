@@ -66,6 +66,7 @@ def test_main_runs_reports_and_records(tmp_path, monkeypatch, capsys):
     assert built[0][0] == ["cuda/b.ipynb", "triton/a.ipynb"] and ("cuda/b.ipynb", None) not in built[0][1]
     out = capsys.readouterr().out
     assert "FAIL" in out and "cuda/b.ipynb failed" in out and "3 of 4 passed" in out and "built 0 %%cuda" in out
+    assert "; failed: cuda/b.ipynb" in out
     assert "1 test files on 3 worker(s), then 2 notebooks on 2 worker(s) beside 1 CPU-only test files" in out
     record = json.loads((tmp_path / "results" / "suite" / "cpu.json").read_text())
     assert record["workers"] == 2 and record["test_workers"] == 3
@@ -85,6 +86,26 @@ def test_main_runs_reports_and_records(tmp_path, monkeypatch, capsys):
     assert record["items"]["triton/a.ipynb"] == {"seconds": 2.0, "passed": True, "peak_gpu_memory_gib": 3.25}
     with pytest.raises(ValueError, match="not notebooks or test files of the suite: triton/nope.ipynb"):
         suite.main(["triton/nope.ipynb"], root=tmp_path, runner=runner)
+
+
+def test_each_item_is_recorded_as_it_ends(tmp_path, monkeypatch):
+    """A run cut short (a time limit, a killed machine) keeps the record of every item that had ended."""
+    (tmp_path / "pyproject.toml").write_text("")
+    for path in ("triton/a.ipynb", "triton/b.ipynb"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("")
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    record = tmp_path / "results" / "suite" / "cpu.json"
+    seen = []
+
+    def runner(item, gpu):
+        if item == "triton/b.ipynb":  # what a run killed now would leave behind
+            seen.append(json.loads(record.read_text())["items"])
+        return (3.0, False, f"the end of {item}'s output")
+
+    assert suite.main(["triton/a.ipynb", "triton/b.ipynb"], root=tmp_path, runner=runner) == 1
+    assert seen == [{"triton/a.ipynb": {"seconds": 3.0, "passed": False}}]
+    assert list(json.loads(record.read_text())["items"]) == ["triton/a.ipynb", "triton/b.ipynb"]
 
 
 def test_run_spreads_workers_over_the_gpus():

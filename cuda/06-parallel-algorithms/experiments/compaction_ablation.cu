@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 #include "cuda/compact.cuh"
+#include "ablation_timing.cuh"  // timed(): mean ms of 50 launches after 5
 
 // NINTH: a ninth warp looks back meanwhile (else warp 0 looks back after the tile is placed). STAGED: the kept
 // elements go through shared memory and out as one run (else each thread stores its own, 4 bytes at a time).
@@ -92,21 +93,6 @@ __global__ void __launch_bounds__(NINTH ? SCAN_LOOKBACK_THREADS : SCAN_WARPS * 3
                 if ((kept >> (4 * r + c)) & 1u) out[at++] = v[r][c];
         }
     }
-}
-
-template <class F>
-float timed(F f) {  // mean ms of 50 launches after 5
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    for (int i = 0; i < 5; ++i) f();
-    cudaEventRecord(a);
-    for (int i = 0; i < 50; ++i) f();
-    cudaEventRecord(b);
-    cudaEventSynchronize(b);
-    float ms;
-    cudaEventElapsedTime(&ms, a, b);
-    return ms / 50;
 }
 
 int main() {

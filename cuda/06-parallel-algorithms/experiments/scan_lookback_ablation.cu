@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <vector>
 #include "cuda/scan.cuh"
+#include "ablation_timing.cuh"  // timed(): mean ms of 50 launches after 5
 
 // No look-back at all: each tile scanned on its own (the result is wrong; the speed is the ceiling of the tiles).
 template <int VECS, bool COUNTER, bool SCAN>
@@ -152,21 +153,6 @@ __global__ void __launch_bounds__(SCAN_WARPS * 32 + 32, MINB) lookback_ws(const 
     add_offset<int, VECS>(v, tile_prefix + before);
     store_io<VECS, IO>(y, start, n, v);
 }
-
-template <class F>
-float timed(F f) {
-    cudaEvent_t a, b;
-    cudaEventCreate(&a); cudaEventCreate(&b);
-    for (int i = 0; i < 5; ++i) f();
-    cudaEventRecord(a);
-    for (int i = 0; i < 50; ++i) f();
-    cudaEventRecord(b);
-    cudaEventSynchronize(b);
-    float ms;
-    cudaEventElapsedTime(&ms, a, b);
-    return ms / 50;
-}
-
 
 int main() {
     const long long n = 1LL << 28;

@@ -64,10 +64,11 @@ def paged_decode_kernel(q_ptr, k_ptr, v_ptr, tables_ptr, lengths_ptr, o_ptr, lse
 
 @triton.jit
 def merge_splits_kernel(part_ptr, lse_ptr, o_ptr, stride_pb, stride_ph, stride_ps, stride_lb, stride_lh,
-                        stride_ob, stride_oh, SPLITS: tl.constexpr, D: tl.constexpr):
-    """o = sum_s exp(lse_s - lse) o_s with lse = log sum_s exp(lse_s): the online-softmax merge of the splits."""
+                        stride_ob, stride_oh, SPLITS: tl.constexpr, BLOCK_D: tl.constexpr):
+    """o = sum_s exp(lse_s - lse) o_s with lse = log sum_s exp(lse_s): the online-softmax merge of the splits, for
+    BLOCK_D of query head h's outputs (program_id(2) says which)."""
     b, h = tl.program_id(0), tl.program_id(1)
-    s, d = tl.arange(0, SPLITS), tl.arange(0, D)
+    s, d = tl.arange(0, SPLITS), tl.program_id(2) * BLOCK_D + tl.arange(0, BLOCK_D)
     lse = tl.load(lse_ptr + b * stride_lb + h * stride_lh + s)
     w = tl.exp(lse - tl.max(lse, axis=0))  # split 0 is never empty, so the max is finite
     part = tl.load(part_ptr + b * stride_pb + h * stride_ph + s[:, None] * stride_ps + d[None, :])
@@ -144,6 +145,8 @@ def paged_attention(q, k_pool, v_pool, block_tables, lengths, *, scale=None, spl
         GROUP=group, BLOCK_G=max(16, triton.next_power_of_2(group)), PAGE=page, BLOCK_N=block_n, D=D,
         SPLITS=splits, IEEE=q.dtype == torch.float32, num_warps=num_warps)
     if splits > 1:
-        merge_splits_kernel[(B, Hq)](part, lse, out, part.stride(0), part.stride(1), part.stride(2), lse.stride(0),
-                                     lse.stride(1), out.stride(0), out.stride(1), SPLITS=splits, D=D)
+        block_d = min(D, 32)  # several programs per head: the merge is done sooner (experiments/flash_decoding_sweep)
+        merge_splits_kernel[(B, Hq, D // block_d)](part, lse, out, part.stride(0), part.stride(1), part.stride(2),
+                                                   lse.stride(0), lse.stride(1), out.stride(0), out.stride(1),
+                                                   SPLITS=splits, BLOCK_D=block_d)
     return out

@@ -100,7 +100,7 @@ def _worker(fn: Callable, rank: int, p: int, backend: str, port: int, args: tupl
         dist.barrier()  # every rank is in; NCCL's communicator is up before any point-to-point call
         payload = pickle.dumps(_to_cpu(fn(*args)))
         results.put((rank, True, payload))
-    except BaseException:  # noqa: BLE001: whatever it was, the parent gets it with the rank's traceback
+    except BaseException:  # noqa: BLE001 - whatever it was, the parent gets it with the rank's traceback
         results.put((rank, False, traceback.format_exc()))
     finally:
         if dist.is_initialized():

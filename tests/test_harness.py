@@ -123,3 +123,20 @@ def test_every_gpu_cell_says_so_in_its_first_line():
             if tagged != marked:
                 wrong.append(f"{path.relative_to(ROOT)} cell {i}: tag gpu {tagged}, first line #| gpu {marked}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_gpu_memory_a_notebook_states_covers_its_recorded_peak():
+    """Where a notebook's first cell says how much GPU memory it needs in GiB, that figure is at least the peak its
+    latest GPU run recorded (`metadata.gpu_ml.peak_gpu_memory_gib`, written by `gpu-ml execute`)."""
+    import re
+
+    wrong = []
+    for path in sorted(ROOT.glob("*/**/*.ipynb")):
+        if any(part.startswith(".") for part in path.relative_to(ROOT).parts):
+            continue
+        nb = nbformat.read(path, as_version=4)
+        peak = nb.metadata.get("gpu_ml", {}).get("peak_gpu_memory_gib")
+        stated = [float(x) for x in re.findall(r"(\d+(?:\.\d+)?)\s+GiB", nb.cells[0].source.replace("\n", " "))]
+        if peak is not None and stated and max(stated) + 0.05 < peak:
+            wrong.append(f"{path.relative_to(ROOT)}: says up to {max(stated)} GiB, its latest run peaked at {peak}")
+    assert not wrong, "\n".join(wrong)

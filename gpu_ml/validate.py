@@ -95,3 +95,11 @@ def require(
             raise TypeError(f"{fn}(): dtypes differ: {first_name} {first.dtype} vs {name} {t.dtype}")
         if same_shape and t.shape != first.shape:
             raise ValueError(f"{fn}(): shapes differ: {first_name} {tuple(first.shape)} vs {name} {tuple(t.shape)}")
+
+
+def require_tiles(fn: str, minimum: int = 1, **sizes: int) -> None:
+    """Refuse a tile size a kernel cannot use, before any launch: each of `sizes` must be a power of two (what
+    `tl.arange` takes) of at least `minimum` (16 where it is a side of a `tl.dot`)."""
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum or value & (value - 1):
+            raise ValueError(f"{fn}(): {name} must be a power of two >= {minimum}, got {value!r}")

@@ -578,3 +578,22 @@ def test_cuda_launchers_refuse_invalid_configurations(cuda_kernels):
     rc = cuda_kernels["softmax_block_f32"](wide, torch.empty_like(wide), 1, 600, 32, False)
     assert rc == -1, "600 columns > 16 values x 32 threads must be refused"
     cuda_kernels["softmax_block_f32"].checked(x, y, 4, 64, 32, False)  # a valid launch: 0
+
+
+def test_norms_and_softmax_without_bias_and_backward_through_empty_batches():
+    """F.layer_norm's bias=None; and `.sum().backward()` on 0 rows, whose upstream gradient has strides (0, 0)."""
+    x, w = torch.randn(4, 8, device=DEVICE, requires_grad=True), torch.randn(8, device=DEVICE, requires_grad=True)
+    y = ln.layer_norm(x, w, None)
+    torch.testing.assert_close(y, F.layer_norm(x, (8,), w, None), rtol=1e-5, atol=1e-5)
+    y.square().sum().backward()
+    gx, gw = torch.autograd.grad(F.layer_norm(x, (8,), w, None).square().sum(), (x, w))
+    torch.testing.assert_close(x.grad, gx, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(w.grad, gw, rtol=1e-4, atol=1e-5)
+    empty = torch.randn(0, 8, device=DEVICE, requires_grad=True)
+    b = torch.zeros(8, device=DEVICE, requires_grad=True)
+    ln.layer_norm(empty, w, b).sum().backward()
+    ln.rms_norm(empty, w).sum().backward()
+    sm.triton_softmax(empty).sum().backward()
+    assert empty.grad.shape == (0, 8) and torch.equal(b.grad, torch.zeros(8, device=DEVICE))
+    with pytest.raises(ValueError, match="programs must be at least 1"):
+        sm.softmax_fused(torch.randn(3, 8, device=DEVICE), programs=-1)

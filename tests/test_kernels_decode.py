@@ -70,6 +70,24 @@ def test_write_kv_puts_each_token_in_its_slot_and_only_there():
     dec.write_kv(k_pool, v_pool, k[:0], v[:0], tables[:0], torch.zeros(0, dtype=torch.int32, device=DEVICE))
 
 
+def test_write_kv_and_rope_read_strided_tables_positions_and_frequencies():
+    """Index tensors that are views (a column step in the tables, every other position or frequency): each entry is
+    read where it is, not as if the tensor were packed (a table read as packed wrote into the wrong block)."""
+    k_pool, v_pool = torch.zeros(8, 4, 2, 16, device=DEVICE), torch.zeros(8, 4, 2, 16, device=DEVICE)
+    k, v = torch.randn(2, 2, 16, device=DEVICE), torch.randn(2, 2, 16, device=DEVICE)
+    tables = torch.tensor([[3, 0, 5, 0], [6, 0, 7, 0]], device=DEVICE, dtype=torch.int32)[:, ::2]  # [[3, 5], [6, 7]]
+    positions = torch.tensor([5, 0, 2, 0], device=DEVICE, dtype=torch.int32)[::2]  # [5, 2]
+    dec.write_kv(k_pool, v_pool, k, v, tables, positions)
+    expected_k = torch.zeros_like(k_pool)
+    expected_k[5, 1], expected_k[6, 2] = k[0], k[1]  # token 0: block tables[0, 1] = 5, row 1; token 1: block 6, row 2
+    assert torch.equal(k_pool, expected_k)
+    x = torch.randn(4, 3, 16, device=DEVICE)
+    positions = torch.tensor([0, 99, 5, 99, 17, 99, 1000, 99], device=DEVICE)[::2]
+    inv_freq = torch.stack([dec.rope_frequencies(16, device=DEVICE), torch.zeros(8, device=DEVICE)], 1)[:, 0]
+    expected = _rope_reference(x, positions.contiguous(), inv_freq.contiguous())
+    torch.testing.assert_close(dec.apply_rope_(x.clone(), positions, inv_freq), expected, rtol=1e-5, atol=1e-5)
+
+
 def test_write_kv_refusals():
     k_pool = torch.zeros(4, 8, 2, 16, device=DEVICE)
     k, tables, pos = torch.randn(2, 2, 16, device=DEVICE), torch.zeros(2, 1, dtype=torch.int32, device=DEVICE), \
@@ -107,6 +125,10 @@ def test_decode_linear_on_views_and_degenerate_sizes():
     r = torch.randn(4, 30, device=DEVICE)
     assert torch.equal(dec.decode_linear(x[:, :0], w[:, :0], residual=r), r)  # K = 0: the epilogue of a zero sum
     assert torch.equal(dec.decode_linear(x[:, :0], w[:, :0], up=w[:, :0]), torch.zeros(4, 30, device=DEVICE))
+    up = torch.randn(30, 64, device=DEVICE)[:, :40]  # an up projection whose rows are not w's stride apart
+    torch.testing.assert_close(dec.decode_linear(x, w, up=up), F.silu(x @ w.T) * (x @ up.T), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(dec.decode_linear(x, w.contiguous(), up=up), F.silu(x @ w.T) * (x @ up.T), rtol=1e-4,
+                               atol=1e-4)
 
 
 class _SharedMemoryFor:

@@ -58,6 +58,14 @@ def test_matmul_tuned_any_shape_and_dtype(dtype, M, N, K):
     assert_as_accurate_as_torch(c, _torch_matmul(a, b), a.double() @ b.double(), name=f"{M}x{N}x{K}")
 
 
+def test_matmul_grouped_refuses_tiles_tl_dot_cannot_take():
+    a, b = torch.randn(8, 8, device=DEVICE), torch.randn(8, 8, device=DEVICE)
+    for kwargs, match in [({"BM": 48}, "BM must be a power of two >= 16"), ({"BK": 8}, "BK must be a power of two"),
+                          ({"GROUP_M": 0}, "GROUP_M must be a positive int")]:
+        with pytest.raises(ValueError, match=match):
+            mm.matmul_grouped(a, b, **kwargs)
+
+
 def test_matmul_views_and_refusals():
     a = torch.randn(96, 80, device=DEVICE, dtype=torch.float16)
     torch.testing.assert_close(mm.matmul_grouped(a.t(), a[:, ::2]), a.t() @ a[:, ::2], rtol=1e-2, atol=1e-2)
@@ -345,6 +353,18 @@ def test_paged_attention_on_a_pool_that_holds_other_sequences_and_an_empty_batch
     torch.testing.assert_close(one, _paged_reference(q, cache, torch.float64)[1:2].float(), rtol=1e-5, atol=1e-6)
     empty = pa.paged_attention(q[:0], cache.k, cache.v, tables[:0], lens[:0])
     assert empty.shape == (0, 4, 16)
+
+
+def test_paged_attention_reads_strided_tables_and_lengths():
+    """Views of the block tables (a column step) and of the lengths: each entry read where it is, not as if packed."""
+    cache, q, tables, lens = _paged_case([40, 3, 77], 4, 2, 16, 8, torch.float32, seed=5)
+    wide = torch.full((tables.shape[0], 2 * tables.shape[1]), 10**6, dtype=torch.int32, device=DEVICE)
+    wide[:, ::2] = tables  # every other column a block far outside the pool
+    lens_view = torch.stack([lens, torch.full_like(lens, 10**6)], 1)[:, 0]  # stride 2
+    expected = pa.paged_attention(q, cache.k, cache.v, tables, lens, splits=2)
+    torch.testing.assert_close(pa.paged_attention(q, cache.k, cache.v, wide[:, ::2], lens_view, splits=2), expected)
+    with pytest.raises(ValueError, match="block_n must be a power of two"):
+        pa.paged_attention(q, cache.k, cache.v, tables, lens, block_n=24)
 
 
 def test_paged_attention_refuses_before_launching():

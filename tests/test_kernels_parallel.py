@@ -110,3 +110,14 @@ def test_sort_rows_refusals_and_empty():
                               (torch.zeros(2, 8, device=DEVICE, dtype=torch.float16), TypeError, "dtype")]:
         with pytest.raises(error, match=match):
             sc.sort_rows(bad)
+
+
+def test_tile_sizes_are_refused_before_any_launch():
+    """Tile sizes tl.arange cannot take (or a block of 1, with which the three-pass scan would never end)."""
+    x, keys = torch.ones(5, device=DEVICE), torch.zeros(5, dtype=torch.int32, device=DEVICE)
+    for call, match in [(lambda: sc.cumsum_reduce_then_scan(x, block=1), "block must be a power of two >= 2"),
+                        (lambda: sc.cumsum_reduce_then_scan(x, block=1000), "block must be a power of two"),
+                        (lambda: sc.cumsum_lookback(x, window=3), "window must be a power of two"),
+                        (lambda: sc.histogram(keys, 4, block=1000), "block must be a power of two")]:
+        with pytest.raises(ValueError, match=match):
+            call()

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from gpu_ml.validate import interpreting, kernel_device, require, span, usable
+from gpu_ml.validate import interpreting, kernel_device, require, require_tiles, span, usable
 
 
 @pytest.fixture
@@ -61,3 +61,11 @@ def test_bf16_needs_compute_capability_8(monkeypatch):
 def test_span_counts_the_memory_a_view_reaches():
     assert span(torch.zeros(3, 4)) == 12 and span(torch.zeros(0, 4)) == 0
     assert span(torch.zeros(4, 10)[:, :3]) == 33 and span(torch.zeros(1).expand(5)) == 1
+
+
+def test_require_tiles_takes_powers_of_two_from_a_minimum():
+    require_tiles("f", 16, BM=16, BN=256)
+    require_tiles("f", block=1)
+    for value in (0, 3, 48, 8, True, 2.0, None):
+        with pytest.raises(ValueError, match=r"f\(\): BK must be a power of two >= 16, got"):
+            require_tiles("f", 16, BM=32, BK=value)

@@ -47,6 +47,7 @@ def apply_rope_(x, positions, inv_freq):
     if positions.shape != (B,) or inv_freq.shape != (D // 2,):
         raise ValueError(f"apply_rope_(): need {B} positions and {D // 2} frequencies, got "
                          f"{tuple(positions.shape)} and {tuple(inv_freq.shape)}")
+    positions, inv_freq = positions.contiguous(), inv_freq.contiguous()  # the kernel reads them with stride 1
     if B and H:
         block_h = min(16, triton.next_power_of_2(H))
         rope_kernel[(B, triton.cdiv(H, block_h))](x, positions, inv_freq, x.stride(0), x.stride(1), H,
@@ -87,6 +88,9 @@ def write_kv(k_pool, v_pool, k, v, block_tables, positions):
     if D & (D - 1) or block_tables.shape[0] != B or positions.shape != (B,):
         raise ValueError(f"write_kv(): head_dim {D} must be a power of two, with one block table and one position "
                          f"per token ({B}), got {block_tables.shape[0]} and {tuple(positions.shape)}")
+    if block_tables.stride(1) != 1:  # the kernel reads a table's entries with stride 1
+        block_tables = block_tables.contiguous()
+    positions = positions.contiguous()
     if B:
         write_kv_kernel[(B,)](k, v, k_pool, v_pool, block_tables, positions, k.stride(0), k.stride(1), v.stride(0),
                               v.stride(1), k_pool.stride(0), k_pool.stride(1), k_pool.stride(2),
@@ -94,11 +98,12 @@ def write_kv(k_pool, v_pool, k, v, block_tables, positions):
 
 
 @triton.jit
-def decode_linear_kernel(x_ptr, w_ptr, w2_ptr, r_ptr, y_ptr, M, N, K, stride_xm, stride_wn, stride_rm, stride_ym,
+def decode_linear_kernel(x_ptr, w_ptr, w2_ptr, r_ptr, y_ptr, M, N, K, stride_xm, stride_wn, stride_om, stride_ym,
                          EPILOGUE: tl.constexpr, IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                          BLOCK_K: tl.constexpr):
     """y = x @ w.T for the few rows of a decode step: program (n, m) streams rows n*BLOCK_N.. of w (each weight
-    read once per BLOCK_M tokens) and applies the epilogue: "residual" adds r, "swiglu" is silu(x w.T) * (x w2.T)."""
+    read once per BLOCK_M tokens) and applies the epilogue: "residual" adds r, "swiglu" is silu(x w.T) * (x w2.T).
+    stride_om is the row stride of the other operand: r's, or w2's (which need not be w's)."""
     rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     rm = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
     rk = tl.arange(0, BLOCK_K)
@@ -115,14 +120,14 @@ def decode_linear_kernel(x_ptr, w_ptr, w2_ptr, r_ptr, y_ptr, M, N, K, stride_xm,
         else:
             acc = tl.dot(x, w, acc)
         if EPILOGUE == "swiglu":
-            w2 = tl.load(w2_ptr + rn[None, :] * stride_wn + kk[:, None], mask=w_mask, other=0.0)
+            w2 = tl.load(w2_ptr + rn[None, :] * stride_om + kk[:, None], mask=w_mask, other=0.0)
             if IEEE:
                 acc2 = tl.dot(x, w2, acc2, input_precision="ieee")
             else:
                 acc2 = tl.dot(x, w2, acc2)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     if EPILOGUE == "residual":
-        acc += tl.load(r_ptr + rm[:, None] * stride_rm + rn[None, :], mask=mask, other=0.0).to(tl.float32)
+        acc += tl.load(r_ptr + rm[:, None] * stride_om + rn[None, :], mask=mask, other=0.0).to(tl.float32)
     if EPILOGUE == "swiglu":
         acc = activation_fwd(acc, "silu") * acc2  # silu(gate) * up, SiLU as Triton 3.1 taught it
     tl.store(y_ptr + rm[:, None] * stride_ym + rn[None, :], acc.to(y_ptr.dtype.element_ty), mask=mask)

@@ -161,7 +161,9 @@ def check_attention_inputs(q, k, v, scale):
 
 
 def flash_attention_forward(q, k, v, causal=False, scale=None, config=None):
-    """softmax(q k^T * scale [causal mask]) v and the log-sum-exp of each row, in one kernel."""
+    """softmax(q k^T * scale [causal mask]) v and the log-sum-exp of each row, in one kernel. The causal mask is
+    aligned top-left when N_q != N_k (query i sees keys 0..i), as SDPA's is_causal; flash-attn >= 2.1 aligns it
+    bottom-right."""
     check_attention_inputs(q, k, v, scale)
     (b, hq, nq, d), hkv, nk = q.shape, k.shape[1], k.shape[2]
     scale = d**-0.5 if scale is None else float(scale)

@@ -279,5 +279,6 @@ class FlashAttention(torch.autograd.Function):
 
 
 def flash_attention(q, k, v, causal=False, scale=None, bwd_config=None):
-    """softmax(q k^T * scale [causal]) v with our forward and backward kernels; GQA when k, v have fewer heads."""
+    """softmax(q k^T * scale [causal]) v with our forward and backward kernels; GQA when k, v have fewer heads.
+    causal: aligned top-left when N_q != N_k (query i sees keys 0..i), as SDPA's is_causal."""
     return FlashAttention.apply(q, k, v, causal, scale, bwd_config)

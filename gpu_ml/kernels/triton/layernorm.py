@@ -77,6 +77,8 @@ def check_norm_inputs(x, weight, bias=None, name="layer_norm"):
 def layer_norm_fwd(x, weight, bias, eps=1e-5, *, rows=None, num_warps=None):
     """LayerNorm over the last dim of a 2-D x. Returns y (x's dtype) and the fp32 mean and rstd per row."""
     check_norm_inputs(x, weight, bias)
+    if bias is None:  # F.layer_norm's bias=None: no shift
+        bias = torch.zeros_like(weight)
     M, N = x.shape
     y = torch.empty((M, N), device=x.device, dtype=x.dtype)
     mean = torch.empty(M, device=x.device, dtype=torch.float32)
@@ -169,7 +171,7 @@ def sum_partials(part, dtype):
 def check_saved(dy, x, stats, name):
     if not isinstance(dy, torch.Tensor) or dy.shape != x.shape or dy.dtype != x.dtype or dy.device != x.device:
         raise ValueError(f"{name}: dy must be a tensor of x's shape {tuple(x.shape)}, dtype and device")
-    if x.shape[1] > 1 and dy.stride(-1) != 1:
+    if dy.numel() and x.shape[1] > 1 and dy.stride(-1) != 1:  # an empty dy is never read, whatever its strides
         raise ValueError(f"{name}: the last dimension of dy must be contiguous")
     for s in stats:
         if s.dtype != torch.float32 or s.shape != (x.shape[0],) or not s.is_contiguous() or s.device != x.device:
@@ -207,11 +209,11 @@ class LayerNormFn(torch.autograd.Function):
         if dy.stride(-1) != 1:
             dy = dy.contiguous()
         dx, dw, db = layer_norm_bwd(dy, x, weight, mean, rstd)
-        return dx, dw, db, None
+        return dx, dw, db if ctx.needs_input_grad[2] else None, None  # no gradient for a bias of None
 
 
 def layer_norm(x, weight, bias, eps=1e-5):
-    """Differentiable LayerNorm over the last dim of a 2-D tensor, in Triton."""
+    """Differentiable LayerNorm over the last dim of a 2-D tensor, in Triton; bias may be None (no shift)."""
     return LayerNormFn.apply(x, weight, bias, eps)
 
 

@@ -11,7 +11,7 @@ from triton.runtime.errors import OutOfResources
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from gpu_ml.bench import bench
-from gpu_ml.validate import INT32_MAX, interpreting, require
+from gpu_ml.validate import INT32_MAX, interpreting, require, require_tiles
 
 
 @triton.jit
@@ -75,6 +75,9 @@ def check_inputs(a, b, bias=None):
 def matmul_grouped(a, b, bias=None, relu=False, BM=64, BN=64, BK=32, GROUP_M=8, num_warps=4, num_stages=3):
     """relu?(A @ B + bias) with the grouped pointer-based kernel (any strides, any shape)."""
     check_inputs(a, b, bias)
+    require_tiles("matmul_grouped", 16, BM=BM, BN=BN, BK=BK)  # the sides of tl.dot
+    if isinstance(GROUP_M, bool) or not isinstance(GROUP_M, int) or GROUP_M < 1:
+        raise ValueError(f"matmul_grouped(): GROUP_M must be a positive int, got {GROUP_M!r}")
     (M, K), N = a.shape, b.shape[1]
     c = torch.empty(M, N, device=a.device, dtype=a.dtype)
     if c.numel():

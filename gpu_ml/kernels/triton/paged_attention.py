@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 
 from gpu_ml.kernels.triton.linear import sm_count
-from gpu_ml.validate import require
+from gpu_ml.validate import require, require_tiles
 
 
 @triton.jit
@@ -130,11 +130,15 @@ def paged_attention(q, k_pool, v_pool, block_tables, lengths, *, scale=None, spl
         splits = default_splits(B, Hkv, block_tables.shape[1] * page)
     if splits < 1 or splits & (splits - 1):
         raise ValueError(f"splits must be a power of two >= 1, got {splits}")
+    block_n = block_n or 64  # whatever the page: the fastest of 32, 64 and 128 tokens on an H200
+    require_tiles("paged_attention", 16, block_n=block_n)  # a side of tl.dot
+    if block_tables.stride(1) != 1:  # the kernel reads a table's entries with stride 1
+        block_tables = block_tables.contiguous()
+    lengths = lengths.contiguous()
     group = Hq // Hkv
     out = torch.empty_like(q)
     if B == 0:
         return out
-    block_n = block_n or 64  # whatever the page: the fastest of 32, 64 and 128 tokens on an H200
     scale = D ** -0.5 if scale is None else scale
     part = out.unsqueeze(2) if splits == 1 else torch.empty(B, Hq, splits, D, device=q.device, dtype=torch.float32)
     lse = torch.empty(B, Hq, splits, device=q.device, dtype=torch.float32)

@@ -8,7 +8,7 @@ import torch
 import triton
 import triton.language as tl
 
-from gpu_ml.validate import INT32_MAX, require
+from gpu_ml.validate import INT32_MAX, require, require_tiles
 
 
 @triton.jit
@@ -107,6 +107,7 @@ def cumsum_reduce_then_scan(x, block=4096):
     """Inclusive prefix sum of a 1-D float32 or int32 tensor in three passes: block sums, their scan (by the same
     three passes, until one block is left), each block's scan plus its offset. int32 wraps on overflow."""
     check_scan_input("cumsum_reduce_then_scan", x)
+    require_tiles("cumsum_reduce_then_scan", 2, block=block)  # a block of 1 would never shrink the sums
     y = torch.empty_like(x)
     n = x.numel()
     if n == 0:
@@ -129,6 +130,7 @@ def cumsum_lookback(x, block=4096, num_warps=4, window=128, sem="relaxed", strid
     "acq_rel" (slower, for comparison); `stride`: 64-bit words from one tile's status word to the next (1: packed;
     16: a 128-byte line each, for comparison)."""
     check_scan_input("cumsum_lookback", x)
+    require_tiles("cumsum_lookback", block=block, window=window)
     if sem not in ("relaxed", "acq_rel"):
         raise ValueError(f"cumsum_lookback(): sem must be 'relaxed' or 'acq_rel', got {sem!r}")
     if not (isinstance(stride, int) and stride >= 1):
@@ -161,6 +163,7 @@ def histogram(keys, bins, block=4096):
     require("histogram", dtypes=(torch.int32,), ndim=1, contiguous=True, max_span=INT32_MAX, keys=keys)
     if not 1 <= bins <= 4096:
         raise ValueError(f"histogram(): bins must be 1 to 4096, got {bins}")
+    require_tiles("histogram", block=block)
     counts = torch.zeros(bins, device=keys.device, dtype=torch.int32)
     if keys.numel() == 0:
         return counts

@@ -15,7 +15,7 @@ def check_input(x, fn="softmax", name="x"):
     """Refuse, before any launch, a tensor the kernels of this notebook cannot handle: the shared checks of
     `require` (a float tensor, on the kernels' device, 2-D), then this notebook's own (rows contiguous)."""
     require(fn, ndim=2, **{name: x})
-    if x.shape[1] > 1 and x.stride(1) != 1:
+    if x.numel() and x.shape[1] > 1 and x.stride(1) != 1:  # an empty tensor is never read, whatever its strides
         raise ValueError(
             f"{fn}(): {name} has column stride {x.stride(1)} (strides {x.stride()}): the kernels read each row "
             "as one contiguous run; any row stride is fine, but call .contiguous() on a transposed or "
@@ -76,6 +76,8 @@ def resident_programs(args, meta):
 def softmax_fused(x, *, num_warps=None, num_stages=1, programs=None):
     """Row softmax with the fused kernel: each row read once and written once (2 passes)."""
     check_input(x, "softmax_fused")
+    if programs is not None and programs < 1:
+        raise ValueError(f"softmax_fused(): programs must be at least 1, got {programs}")
     n_rows, n_cols = x.shape
     y = torch.empty((n_rows, n_cols), device=x.device, dtype=x.dtype)
     if y.numel() == 0:

@@ -40,9 +40,16 @@ def check(
         raise TypeError(f"check() compares tensors, got {type(actual).__name__} and {type(expected).__name__}")
     if actual.shape != expected.shape:
         raise AssertionError(f"{name}: shape {tuple(actual.shape)} != expected {tuple(expected.shape)}")
+    if actual.is_complex() or expected.is_complex():  # real and imaginary parts, each by the rule below
+        if not (actual.is_complex() and expected.is_complex()):
+            raise TypeError(f"{name}: one of actual ({actual.dtype}) and expected ({expected.dtype}) is complex")
+        return check(torch.view_as_real(actual), torch.view_as_real(expected), atol=atol, rtol=rtol, name=name,
+                     quiet=quiet)
     default_atol, default_rtol = _TOLERANCES.get(str(expected.dtype), (0.0, 0.0))
     atol = default_atol if atol is None else atol
     rtol = default_rtol if rtol is None else rtol
+    if not (atol >= 0 and rtol >= 0):  # also refuses NaN, which would let any value pass
+        raise ValueError(f"{name}: tolerances must be >= 0, got atol={atol}, rtol={rtol}")
     a = actual.detach().to("cpu", torch.float64)
     e = expected.detach().to("cpu", torch.float64)
     if a.numel() == 0:
@@ -59,7 +66,7 @@ def check(
     rel = (diff / e.abs().clamp_min(floor)).masked_fill((e.abs() <= floor) | (diff == 0), 0.0)
     max_abs = diff.max().item()
     max_rel = rel.max().item()
-    bad = (diff > atol + rtol * e.abs()) | (torch.isinf(e) & (a != e))  # rtol * inf would let any value pass
+    bad = (diff > atol + rtol * e.abs()) | (torch.isinf(e) & (a != e)) | nan_mismatch  # rtol * inf or NaN: no bound
     if bad.any():
         n_bad = int(bad.sum())
         worst = int(torch.argmax(diff.masked_fill(~bad, -1.0)))

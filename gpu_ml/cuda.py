@@ -20,6 +20,7 @@ import ctypes
 import hashlib
 import importlib.metadata
 import importlib.util
+import math
 import os
 import re
 import shlex
@@ -92,6 +93,13 @@ _SCALAR_TYPES = {
     "bool": ctypes.c_bool,
     "cudaStream_t": ctypes.c_void_p,  # never passed from Python: filled with torch's current stream
 }
+# C integer type -> the values it holds (ctypes would wrap anything outside silently: 2**32 + 1 as an int is 1).
+_INT_RANGES = {
+    c: (0, 2 ** (8 * ctypes.sizeof(t)) - 1) if c.startswith(("unsigned", "uint", "size_t"))
+    else (-(2 ** (8 * ctypes.sizeof(t) - 1)), 2 ** (8 * ctypes.sizeof(t) - 1) - 1)
+    for c, t in _SCALAR_TYPES.items() if c not in ("float", "double", "bool", "cudaStream_t")
+}
+_FLOAT_MAX = 3.4028234663852886e38
 STREAM = "cudaStream_t"
 INCLUDE_DIR = Path(__file__).parent / "include"  # on every cell's include path: #include "gpu_ml.cuh"
 KERNELS_DIR = Path(__file__).parent / "kernels"  # too: #include "cuda/softmax_warp.cuh" (a lesson exported it)
@@ -380,11 +388,18 @@ class CudaFunction:
             if not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise TypeError(f"{self._where(param)} is a {param.ctype} and needs a number, "
                                 f"got {type(value).__name__}")
+            if param.ctype == "float" and math.isfinite(value) and abs(value) > _FLOAT_MAX:
+                raise ValueError(f"{self._where(param)} is a float, and {value!r} is beyond its range")
             return float(value)
         if param.ctype == "bool":
+            if not isinstance(value, (bool, int)):
+                raise TypeError(f"{self._where(param)} is a bool and needs a bool, got {type(value).__name__}")
             return bool(value)
         if not isinstance(value, int) or isinstance(value, bool):
             raise TypeError(f"{self._where(param)} is a {param.ctype} and needs an int, got {type(value).__name__}")
+        low, high = _INT_RANGES[param.ctype]
+        if not low <= value <= high:
+            raise ValueError(f"{self._where(param)} is a {param.ctype}: {value} is outside [{low}, {high}]")
         return value
 
     def _where(self, param: Param) -> str:

@@ -54,7 +54,11 @@ def grade(name: str, attempt: Callable, reference: Callable, cases: Mapping[str,
             print(message)
         return Verdict(name, passed, message)
 
+    if not cases:
+        raise ValueError(f"grade({name!r}): no cases to grade")
     for case, args in cases.items():
+        # The reference first, on copies: an attempt that works in place must not change what it is graded against.
+        expected = _outputs(reference(*(a.clone() if isinstance(a, torch.Tensor) else a for a in args)))
         try:
             got = _outputs(attempt(*args))
         except NotImplementedError:
@@ -62,7 +66,6 @@ def grade(name: str, attempt: Callable, reference: Callable, cases: Mapping[str,
         except Exception as exc:  # a learner's crash is explained, not re-raised
             return verdict(False, f"{name}: not solved yet: on case {case!r} the attempt raised "
                                   f"{type(exc).__name__}: {exc}")
-        expected = _outputs(reference(*args))
         if len(got) != len(expected):
             return verdict(False, f"{name}: not solved yet: on case {case!r} it returned {len(got)} tensors, "
                                   f"expected {len(expected)}")

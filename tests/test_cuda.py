@@ -184,6 +184,9 @@ def test_library_cell_refuses_bad_arguments_before_launch():
         add(1, x, x, 8)
     with pytest.raises(TypeError, match="needs an int"):
         ns["twice"](8.0)
+    for value in (2**31, -(2**31) - 1, 2**32 + 8):  # ctypes would wrap them into an int silently (2**32 + 8 -> 8)
+        with pytest.raises(ValueError, match=r"'n' is a int: .* is outside \[-2147483648, 2147483647\]"):
+            ns["twice"](value)
     with pytest.raises(ValueError, match="must be a CUDA tensor"):
         add(x, x, x, 8)
     if HAS_GPU:

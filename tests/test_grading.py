@@ -1,8 +1,10 @@
 """`gpu_ml.grading.grade`: PASS on a right answer; on a wrong, unfinished or crashing one a verdict that
 names the case and the first wrong element, printed and returned, never raised."""
 
+import pytest
 import torch
 
+from gpu_ml.check import check
 from gpu_ml.grading import grade
 
 CASES = {"3 x 5": (torch.arange(15.0).view(3, 5),), "one element": (torch.tensor([[2.0]]),)}
@@ -60,3 +62,26 @@ def test_tolerances_per_dtype():
     strict = grade("off", off, ref, cases, atol={torch.float32: 0.1, torch.float16: 0.0},
                    rtol={torch.float16: 0.0}, quiet=True)
     assert not strict and "case 'fp16'" in strict.message
+
+
+def test_grade_runs_the_reference_on_copies_first_and_needs_cases():
+    """An attempt that works in place cannot change what it is graded against; no cases is no verdict."""
+    x = torch.tensor([-1.0, 2.0, -3.0])
+    verdict = grade("relu", lambda x: x.abs_(), torch.relu, {"mixed signs": (x,)}, quiet=True)
+    assert not verdict.passed and "not solved yet" in verdict.message
+    with pytest.raises(ValueError, match="no cases"):
+        grade("relu", torch.relu, torch.relu, {})
+
+
+def test_check_fails_a_number_where_nan_is_expected_and_refuses_bad_tolerances():
+    nan = torch.tensor([float("nan")])
+    with pytest.raises(AssertionError, match="1 of 1 elements differ"):
+        check(torch.tensor([1.0]), nan)
+    check(nan.clone(), nan, quiet=True)  # NaN where NaN is expected is right
+    for atol, rtol in ((float("nan"), 0.0), (-1.0, 0.0), (0.0, -1e-3)):
+        with pytest.raises(ValueError, match="tolerances must be >= 0"):
+            check(torch.ones(2), torch.ones(2), atol=atol, rtol=rtol)
+    with pytest.raises(AssertionError, match="differ"):
+        check(torch.tensor([1 + 1j]), torch.tensor([1 + 5j]))  # the imaginary parts count too
+    with pytest.raises(TypeError, match="complex"):
+        check(torch.tensor([1.0]), torch.tensor([1 + 0j]))

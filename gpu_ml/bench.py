@@ -85,18 +85,22 @@ def bench_pair(baseline: Callable[[], object], ours: Callable[[], object], *, ro
 
 def tflops(flops: float, ms: float) -> float:
     """TFLOP/s for `flops` floating-point operations done in `ms` milliseconds."""
+    if not ms > 0:
+        raise ValueError(f"tflops(): a time must be positive, got {ms} ms")
     return flops / (ms * 1e-3) / 1e12
 
 
 def gbps(nbytes: float, ms: float) -> float:
     """GB/s (10^9 bytes per second) for `nbytes` moved in `ms` milliseconds."""
+    if not ms > 0:
+        raise ValueError(f"gbps(): a time must be positive, got {ms} ms")
     return nbytes / (ms * 1e-3) / 1e9
 
 
 def geomean(values: Sequence[float]) -> float:
     """Geometric mean, the right average for ratios."""
-    if not values or any(v <= 0 for v in values):
-        raise ValueError("geomean needs positive values")
+    if not values or not all(v > 0 for v in values):  # `not v > 0` also catches NaN
+        raise ValueError(f"geomean needs positive values, got {list(values)}")
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 

@@ -14,8 +14,13 @@ def test_units():
     assert tflops(2e12, 1000) == pytest.approx(2.0)
     assert gbps(4e9, 2) == pytest.approx(2000.0)
     assert geomean([2.0, 8.0]) == pytest.approx(4.0)
-    with pytest.raises(ValueError):
-        geomean([1.0, 0.0])
+    for bad in ([1.0, 0.0], [float("nan"), 1.0], []):
+        with pytest.raises(ValueError, match="positive values"):
+            geomean(bad)
+    for rate in (gbps, tflops):
+        for ms in (0.0, -1.0, float("nan")):
+            with pytest.raises(ValueError, match="a time must be positive"):
+                rate(1e9, ms)
 
 
 def test_bench_pair_alternates_and_takes_medians(monkeypatch):

@@ -50,6 +50,8 @@ def read_idx(path: Path) -> np.ndarray:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as f:
         data = f.read()
+    if len(data) < 4 or len(data) < 4 + 4 * data[3]:
+        raise ValueError(f"{path}: {len(data)} bytes, shorter than an IDX header")
     zero, dtype_code, ndim = struct.unpack(">HBB", data[:4])
     if zero != 0 or dtype_code != 0x08:
         raise ValueError(f"{path} is not an unsigned-byte IDX file")
@@ -70,6 +72,13 @@ def load_idx_dir(folder: Path, name: str, classes: tuple[str, ...]) -> Dataset:
             raise FileNotFoundError(f"{folder} lacks {stem}[.gz]")
         array = read_idx(path)
         tensors[key] = torch.from_numpy(array.copy()).to(torch.int64 if "labels" in key else torch.uint8)
+    for split in ("train", "test"):  # what Dataset promises: images [N, 28, 28], labels [N] in 0..len(classes)-1
+        images, labels = tensors[f"{split}_images"], tensors[f"{split}_labels"]
+        if images.dim() != 3 or images.shape[1:] != (28, 28) or labels.shape != (images.shape[0],):
+            raise ValueError(f"{folder}: {split} images {tuple(images.shape)} and labels {tuple(labels.shape)}: "
+                             "need [N, 28, 28] and [N]")
+        if labels.numel() and not 0 <= int(labels.min()) <= int(labels.max()) < len(classes):
+            raise ValueError(f"{folder}: {split} labels must lie in 0..{len(classes) - 1}")
     return Dataset(name, classes, **tensors)
 
 

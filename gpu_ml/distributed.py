@@ -70,6 +70,8 @@ def _to_cpu(value: Any) -> Any:
 
     if isinstance(value, torch.Tensor):
         return value.detach().cpu()
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a namedtuple takes its fields as arguments
+        return type(value)(*(_to_cpu(v) for v in value))
     if isinstance(value, (list, tuple)):
         return type(value)(_to_cpu(v) for v in value)
     if isinstance(value, dict):
@@ -152,8 +154,10 @@ def launch(fn: Callable, p: int, *args: Any, gpus: bool = False, timeout: float 
     """
     if isinstance(p, bool) or not isinstance(p, int) or p < 1:
         raise ValueError(f"p must be a positive int (the number of ranks), got {p!r}")
-    if timeout <= 0:
-        raise ValueError(f"timeout must be positive, got {timeout!r}")
+    if not 0 < timeout < float("inf"):  # also NaN: each rank would die in timedelta(seconds=timeout)
+        raise ValueError(f"timeout must be a positive, finite number of seconds, got {timeout!r}")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"threads must be a positive int or None, got {threads!r}")
     if gpus:
         have = gpu_count()
         if have < p:

@@ -169,8 +169,13 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
             raise ValueError(f"not notebooks or test files of the suite: {', '.join(unknown)}")
         items = sorted(set(only))
     if shard_spec:
-        index, _, count = shard_spec.partition("/")
+        index, slash, count = shard_spec.partition("/")
+        if not (slash and index.strip().isdigit() and count.strip().isdigit()):
+            raise ValueError(f"shard {shard_spec!r}: give it as I/N, e.g. 2/4 (part 2 of 4)")
         items = shard(items, int(index), int(count))
+    for name, value in (("workers", workers), ("test_workers", test_workers)):
+        if value is not None and value < 1:
+            raise ValueError(f"{name} must be at least 1, got {value}")
     cores = os.cpu_count() or 1
     workers = workers or max(1, gpu_count)
     test_workers = test_workers or min(8, cores)

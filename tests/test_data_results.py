@@ -77,6 +77,20 @@ def test_corrupt_idx_files_are_refused(tmp_path):
         data.read_idx(tmp_path / "short")
     with pytest.raises(FileNotFoundError, match="lacks"):
         data.load_idx_dir(tmp_path, "x", ())
+    for truncated in (b"", b"\x00\x00\x08", b"\x00\x00\x08\x03\x00\x00"):  # no header, or a header cut short
+        (tmp_path / "cut").write_bytes(truncated)
+        with pytest.raises(ValueError, match="shorter than an IDX header"):
+            data.read_idx(tmp_path / "cut")
+
+
+def test_a_folder_whose_files_disagree_is_refused(tmp_path):
+    folder = _fake_dataset(tmp_path / "mnist")
+    _write_idx(folder / "train-labels-idx1-ubyte", np.zeros(5), True)  # 6 images, 5 labels
+    with pytest.raises(ValueError, match=r"train images \(6, 28, 28\) and labels \(5,\)"):
+        data.load_idx_dir(folder, "MNIST", data.DIGITS)
+    _write_idx(folder / "train-labels-idx1-ubyte", np.full(6, 200), True)
+    with pytest.raises(ValueError, match="train labels must lie in 0..9"):
+        data.load_idx_dir(folder, "MNIST", data.DIGITS)
 
 
 def test_record_and_render_table(tmp_path, monkeypatch):

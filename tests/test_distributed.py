@@ -4,6 +4,7 @@ never a hang. On the CPU with gloo; the collectives of cuda/08-multi-gpu run in 
 
 from __future__ import annotations
 
+import collections
 import os
 import time
 
@@ -99,9 +100,21 @@ def test_a_bad_p_is_refused_before_anything_starts(p):
         launch(_rank_world_and_sum, p, 0)
 
 
-def test_a_bad_timeout_is_refused():
-    with pytest.raises(ValueError, match="timeout must be positive"):
-        launch(_rank_world_and_sum, 2, 0, timeout=0)
+def test_a_bad_timeout_or_thread_count_is_refused():
+    for timeout in (0, -1, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="timeout must be a positive, finite number"):
+            launch(_rank_world_and_sum, 2, 0, timeout=timeout)
+    for threads in (0, -2, 1.5, True):
+        with pytest.raises(ValueError, match="threads must be a positive int"):
+            launch(_rank_world_and_sum, 2, 0, threads=threads)
+
+
+def test_a_namedtuple_comes_back_with_its_tensors_on_the_cpu():
+    from gpu_ml.distributed import _to_cpu
+
+    Pair = collections.namedtuple("Pair", "a b")
+    back = _to_cpu(Pair(torch.ones(2), [torch.zeros(1)]))
+    assert type(back) is Pair and torch.equal(back.a, torch.ones(2)) and torch.equal(back.b[0], torch.zeros(1))
 
 
 def test_nccl_without_enough_gpus_is_refused_before_launching(monkeypatch, capsys):

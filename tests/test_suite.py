@@ -86,6 +86,11 @@ def test_main_runs_reports_and_records(tmp_path, monkeypatch, capsys):
     assert record["items"]["triton/a.ipynb"] == {"seconds": 2.0, "passed": True, "peak_gpu_memory_gib": 3.25}
     with pytest.raises(ValueError, match="not notebooks or test files of the suite: triton/nope.ipynb"):
         suite.main(["triton/nope.ipynb"], root=tmp_path, runner=runner)
+    for spec in ("3", "2-4", "a/b"):
+        with pytest.raises(ValueError, match="give it as I/N"):
+            suite.main(shard_spec=spec, root=tmp_path, runner=runner)
+    with pytest.raises(ValueError, match="workers must be at least 1, got 0"):
+        suite.main(workers=0, root=tmp_path, runner=runner)
 
 
 def test_each_item_is_recorded_as_it_ends(tmp_path, monkeypatch):

@@ -79,8 +79,16 @@ def parse_csv(output: str) -> list[Measurement]:
     if start is None:
         return []
     rows = csv.DictReader(io.StringIO("\n".join(line for line in lines[start:] if not line.startswith("=="))))
-    return [Measurement(int(r["ID"]), r["Kernel Name"], r["Metric Name"], r["Metric Unit"], _number(r["Metric Value"]))
-            for r in rows]
+    missing = {"ID", "Kernel Name", "Metric Name", "Metric Unit", "Metric Value"} - set(rows.fieldnames or ())
+    if missing:
+        raise ValueError(f"ncu's CSV lacks the columns {sorted(missing)}; its header: {rows.fieldnames}")
+    found = []
+    for r in rows:
+        if None in r.values():  # a row cut short
+            raise ValueError(f"ncu's CSV has a row with fewer fields than its header: {r}")
+        found.append(Measurement(int(r["ID"]), r["Kernel Name"], r["Metric Name"], r["Metric Unit"],
+                                 _number(r["Metric Value"])))
+    return found
 
 
 CLOCK_CONTROLS = ("base", "none")  # ncu --clock-control: lock to base clocks (ncu's default), or leave them alone

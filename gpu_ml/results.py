@@ -106,6 +106,10 @@ def bar(what: str, ratio: float, *, at_least: float | None = None, at_most: floa
     """
     if at_least is None and at_most is None:
         raise ValueError("bar() needs at_least or at_most")
+    if at_least is not None and at_most is not None and at_least > at_most:
+        raise ValueError(f"bar(): at_least {at_least} is above at_most {at_most}: no ratio could meet it")
+    if ratio != ratio:  # NaN meets no bar, and would print as nan: say what went wrong
+        raise ValueError(f"bar(): the ratio of {what} is NaN")
     need = " and ".join(f"{op} {v}x" for op, v in ((">=", at_least), ("<=", at_most)) if v is not None)
     met = (at_least is None or ratio >= at_least) and (at_most is None or ratio <= at_most)
     if on_reference_gpu():

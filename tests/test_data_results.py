@@ -139,6 +139,10 @@ def test_bar_is_asserted_on_the_reference_gpu(monkeypatch, tmp_path, capsys):
         results.bar("epoch time", 1.05, at_most=1.0)
     with pytest.raises(ValueError, match="needs at_least or at_most"):
         results.bar("nothing", 1.0)
+    with pytest.raises(ValueError, match="no ratio could meet it"):
+        results.bar("impossible", 1.0, at_least=2.0, at_most=1.0)
+    with pytest.raises(ValueError, match="is NaN"):
+        results.bar("broken", float("nan"), at_least=1.0)
 
 
 def test_bar_elsewhere_prints_the_reference_figure_and_never_fails(monkeypatch, tmp_path, capsys):

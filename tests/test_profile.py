@@ -34,6 +34,11 @@ def test_parse_csv_reads_the_measurements_after_the_header():
     table = profile.by_kernel(measured)
     assert table[(0, "void gemm_kernel<float>(float*, int)")]["gpu__time_duration.sum"] == 5120.0
     assert profile.parse_csv("==PROF== no kernels were profiled\n") == []
+    header = NCU_OUTPUT[NCU_OUTPUT.index('"ID"'):].splitlines()[0]
+    with pytest.raises(ValueError, match="fewer fields than its header"):
+        profile.parse_csv(header + '\n"0","1"\n')
+    with pytest.raises(ValueError, match="lacks the columns"):
+        profile.parse_csv('"ID","Kernel Name"\n"0","k"\n')
 
 
 def test_sanitizer_summary_is_read():

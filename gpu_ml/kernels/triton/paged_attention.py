@@ -13,21 +13,12 @@ from gpu_ml.validate import require, require_tiles
 
 
 @triton.jit
-def paged_decode_kernel(q_ptr, k_ptr, v_ptr, tables_ptr, lengths_ptr, o_ptr, lse_ptr, scale,
-                        stride_qb, stride_qh, stride_kb, stride_ks, stride_kh, stride_tb,
-                        stride_ob, stride_oh, stride_os, stride_lb, stride_lh,
-                        GROUP: tl.constexpr, BLOCK_G: tl.constexpr, PAGE: tl.constexpr, BLOCK_N: tl.constexpr,
-                        D: tl.constexpr, SPLITS: tl.constexpr, IEEE: tl.constexpr):
-    """One decode step of attention for sequence b and K/V head kvh over a paged cache: the GROUP query heads that
-    share that K/V head (GQA) go through together, and split s of SPLITS covers one contiguous range of tokens."""
-    b, kvh, s = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    length = tl.load(lengths_ptr + b)
-    chunk = tl.cdiv(tl.cdiv(length, SPLITS), BLOCK_N) * BLOCK_N  # tokens per split, whole tiles
-    start, end = s * chunk, tl.minimum((s + 1) * chunk, length)
-    heads = kvh * GROUP + tl.arange(0, BLOCK_G)  # padded to BLOCK_G >= 16 rows for tl.dot; the extra rows masked
-    head_ok = tl.arange(0, BLOCK_G) < GROUP
+def attend_tokens(q, k_ptr, v_ptr, tables_ptr, b, kvh, start, end, scale, stride_kb, stride_ks, stride_kh, stride_tb,
+                  BLOCK_G: tl.constexpr, PAGE: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr,
+                  IEEE: tl.constexpr):
+    """The online softmax of q's BLOCK_G rows over tokens start..end-1 of sequence b, K/V head kvh, each token found
+    through the block table: (acc, m, denom), the unnormalized output, the running maximum and the running sum."""
     d = tl.arange(0, D)
-    q = tl.load(q_ptr + b * stride_qb + heads[:, None] * stride_qh + d[None, :], mask=head_ok[:, None], other=0.0)
     m = tl.full((BLOCK_G,), float("-inf"), tl.float32)
     denom = tl.zeros((BLOCK_G,), tl.float32)
     acc = tl.zeros((BLOCK_G, D), tl.float32)
@@ -52,6 +43,27 @@ def paged_decode_kernel(q_ptr, k_ptr, v_ptr, tables_ptr, lengths_ptr, o_ptr, lse
         else:
             acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v).to(tl.float32)
         m = m_new
+    return acc, m, denom
+
+
+@triton.jit
+def paged_decode_kernel(q_ptr, k_ptr, v_ptr, tables_ptr, lengths_ptr, o_ptr, lse_ptr, scale,
+                        stride_qb, stride_qh, stride_kb, stride_ks, stride_kh, stride_tb,
+                        stride_ob, stride_oh, stride_os, stride_lb, stride_lh,
+                        GROUP: tl.constexpr, BLOCK_G: tl.constexpr, PAGE: tl.constexpr, BLOCK_N: tl.constexpr,
+                        D: tl.constexpr, SPLITS: tl.constexpr, IEEE: tl.constexpr):
+    """One decode step of attention for sequence b and K/V head kvh over a paged cache: the GROUP query heads that
+    share that K/V head (GQA) go through together, and split s of SPLITS covers one contiguous range of tokens."""
+    b, kvh, s = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    length = tl.load(lengths_ptr + b)
+    chunk = tl.cdiv(tl.cdiv(length, SPLITS), BLOCK_N) * BLOCK_N  # tokens per split, whole tiles
+    start, end = s * chunk, tl.minimum((s + 1) * chunk, length)
+    heads = kvh * GROUP + tl.arange(0, BLOCK_G)  # padded to BLOCK_G >= 16 rows for tl.dot; the extra rows masked
+    head_ok = tl.arange(0, BLOCK_G) < GROUP
+    d = tl.arange(0, D)
+    q = tl.load(q_ptr + b * stride_qb + heads[:, None] * stride_qh + d[None, :], mask=head_ok[:, None], other=0.0)
+    acc, m, denom = attend_tokens(q, k_ptr, v_ptr, tables_ptr, b, kvh, start, end, scale, stride_kb, stride_ks,
+                                  stride_kh, stride_tb, BLOCK_G, PAGE, BLOCK_N, D, IEEE)
     out = o_ptr + b * stride_ob + heads[:, None] * stride_oh + s * stride_os + d[None, :]
     if SPLITS == 1:  # the whole sequence: the normalized output, in the output's dtype
         tl.store(out, (acc / denom[:, None]).to(o_ptr.dtype.element_ty), mask=head_ok[:, None])

@@ -5,7 +5,8 @@ dependent launch (PDL, sm_90+) and merging in the last program of each K/V head 
 bf16, GQA 32/8, d = 128, pages of 16, each result checked against the exported kernel. Run on a GPU machine
 from the repository root:
     python3 triton/07-llm-inference/experiments/flash_decoding_sweep.py
-Its H200 output is kept beside it in flash_decoding_sweep.txt."""
+Its H200 output is kept beside it in flash_decoding_sweep.txt (run when split_kernel held its own copy of the loop
+that it now imports, attend_tokens: the same operations)."""
 
 import random
 import sys
@@ -17,6 +18,7 @@ import triton
 from gpu_ml.bench import bench, gbps
 from gpu_ml.hardware import read_bandwidth
 from gpu_ml.kernels.triton import paged_attention as pa
+from gpu_ml.kernels.triton.paged_attention import attend_tokens
 from gpu_ml.kernels.triton.paged_kv import PagedKVCache
 
 H, G, D, PAGE = 32, 8, 128, 16
@@ -30,8 +32,9 @@ def split_kernel(q_ptr, k_ptr, v_ptr, tables_ptr, lengths_ptr, o_ptr, lse_ptr, c
                  GROUP: tl.constexpr, BLOCK_G: tl.constexpr, PAGE: tl.constexpr, BLOCK_N: tl.constexpr,
                  D: tl.constexpr, SPLITS: tl.constexpr, FUSED: tl.constexpr, EARLY: tl.constexpr,
                  WHOLE_TILES: tl.constexpr = True):
-    """pa.paged_decode_kernel for bf16 with SPLITS > 1, plus: EARLY lets a PDL-launched merge start at once;
-    FUSED makes the last program of each (b, kvh) to finish merge the splits (count_ptr: one counter each)."""
+    """pa.paged_decode_kernel for bf16 with SPLITS > 1 (its loop, attend_tokens, imported), plus: EARLY lets a
+    PDL-launched merge start at once; FUSED makes the last program of each (b, kvh) to finish merge the splits
+    (count_ptr: one counter each)."""
     if EARLY:
         tl.extra.cuda.gdc_launch_dependents()
     b, kvh, s = tl.program_id(0), tl.program_id(1), tl.program_id(2)
@@ -45,24 +48,8 @@ def split_kernel(q_ptr, k_ptr, v_ptr, tables_ptr, lengths_ptr, o_ptr, lse_ptr, c
     head_ok = tl.arange(0, BLOCK_G) < GROUP
     d = tl.arange(0, D)
     q = tl.load(q_ptr + b * stride_qb + heads[:, None] * stride_qh + d[None, :], mask=head_ok[:, None], other=0.0)
-    m = tl.full((BLOCK_G,), float("-inf"), tl.float32)
-    denom = tl.zeros((BLOCK_G,), tl.float32)
-    acc = tl.zeros((BLOCK_G, D), tl.float32)
-    for t0 in range(start, end, BLOCK_N):
-        t = t0 + tl.arange(0, BLOCK_N)
-        ok = t < end
-        block = tl.load(tables_ptr + b * stride_tb + t // PAGE, mask=ok, other=0).to(tl.int64)
-        rows = block * stride_kb + (t % PAGE) * stride_ks + kvh * stride_kh
-        k = tl.load(k_ptr + rows[:, None] + d[None, :], mask=ok[:, None], other=0.0)
-        v = tl.load(v_ptr + rows[:, None] + d[None, :], mask=ok[:, None], other=0.0)
-        scores = tl.dot(q, tl.trans(k)).to(tl.float32) * scale
-        scores = tl.where(ok[None, :], scores, float("-inf"))
-        m_new = tl.maximum(m, tl.max(scores, axis=1))
-        alpha = tl.exp(m - m_new)
-        p = tl.exp(scores - m_new[:, None])
-        denom = denom * alpha + tl.sum(p, axis=1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v).to(tl.float32)
-        m = m_new
+    acc, m, denom = attend_tokens(q, k_ptr, v_ptr, tables_ptr, b, kvh, start, end, scale, stride_kb, stride_ks,
+                                  stride_kh, stride_tb, BLOCK_G, PAGE, BLOCK_N, D, False)
     denom = tl.where(denom == 0.0, 1.0, denom)
     tl.store(o_ptr + b * stride_ob + heads[:, None] * stride_oh + s * stride_os + d[None, :], acc / denom[:, None],
              mask=head_ok[:, None])

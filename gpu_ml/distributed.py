@@ -34,6 +34,10 @@ from typing import Any
 # Set in every rank: no NVLink multicast (NVLS) in NCCL, PyTorch's symmetric memory or NVSHMEM.
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 _FORK_WARNING = r".*multi-threaded, use of fork\(\) may lead to deadlocks"  # Python 3.12+, in a Jupyter kernel
+_AUTOGRAD_FORK = "Autograd-and-Fork"  # in the error of a backward pass in a rank forked after one in the parent
+_AUTOGRAD_FORK_HINT = ("This process ran a backward pass before the launch, on a machine with a GPU: autograd's "
+                       "threads do not survive fork, so forked ranks cannot run one. Run that backward inside a rank "
+                       "(launch(fn, 1, ...)), or pass start_method='spawn' with a function importable from a module.")
 
 
 def gpu_count() -> int:
@@ -235,4 +239,6 @@ def _failed(procs: list, results: Any, p: int, done: dict, errors: dict[int, str
     else:
         r, tb = next(iter(errors.items()))
         head, echoes = f"rank {r} of {p} failed; all ranks stopped. Its traceback:\n{tb}", echoes[1:]
+        if _AUTOGRAD_FORK in tb:
+            echoes.append(_AUTOGRAD_FORK_HINT)
     raise RuntimeError("\n".join([head, *echoes]))

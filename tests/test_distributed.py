@@ -52,6 +52,20 @@ def test_a_rank_that_raises_is_named_with_its_traceback():
     assert time.monotonic() - start < 20  # stopped at once, not at the timeout
 
 
+def _autograd_after_fork():
+    raise RuntimeError("Unable to handle autograd's threading in combination with fork-based multiprocessing. "
+                       "See https://github.com/pytorch/pytorch/wiki/Autograd-and-Fork")  # what torch raises then
+
+
+def test_autograd_refused_after_fork_says_what_to_do():
+    with pytest.raises(RuntimeError, match=r"rank [01] of 2 failed") as error:
+        launch(_autograd_after_fork, 2, timeout=60)
+    assert "ran a backward pass before the launch" in str(error.value)
+    with pytest.raises(RuntimeError) as error:
+        launch(_fails_on_rank_one, 2, timeout=60)
+    assert "backward pass" not in str(error.value)  # only for that error
+
+
 def _dies_on_rank_two():
     if dist.get_rank() == 2:
         os._exit(3)

@@ -4,7 +4,13 @@ its interpreter."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -27,7 +33,19 @@ def _seeded() -> None:
     torch.manual_seed(0)
 
 
+ROOT = Path(__file__).resolve().parent
+TARGETS = ("sm_75", "sm_80", "sm_89", "sm_90a")  # as tests/test_arch_matrix.py
+LAUNCHES = "GPU_ML_TRITON_LAUNCHES"
+# Kernels a lesson writes not to compile: the error is what it teaches (triton/01-basics/03_debugging).
+NOT_TO_COMPILE = {"scale_debug_kernel": "a Python print(), which only the interpreter runs",
+                  "scale_checked_kernel": "a tl.static_assert that fails on purpose (BLOCK=8)",
+                  "arange_runtime_kernel": "tl.arange with a run-time bound",
+                  "shape_mismatch_kernel": "two shapes no broadcasting rule fits"}
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    if not HAS_GPU and LAUNCHES not in os.environ:  # the controller (xdist's workers inherit what it sets)
+        _record_notebook_kernels()
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped without one)")
     config.addinivalue_line("markers", "cpu_only: a test file that never touches a GPU (gpu-ml test runs it beside "
                             "the notebooks)")
@@ -56,3 +74,74 @@ def _run_then_skip(item: pytest.Item) -> None:
         pytest.skip("needs a CUDA GPU (sent to the kernel as in Jupyter's Run All: it skipped itself)")
 
     item.runtest = runtest
+
+
+# ----------------------------------------------------------------------------- notebook kernels, for every GPU
+
+def _record_notebook_kernels() -> None:
+    """Give the notebooks' kernels an IPython startup file that records each launch of a notebook-defined Triton
+    kernel in the interpreter (tests/triton_specializations.py notebook_recorder), for pytest_sessionfinish."""
+    folder = Path(tempfile.mkdtemp(prefix="gpu_ml_nb_launches_"))
+    startup = folder / "ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00-record-triton-launches.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(ROOT / 'tests')!r})\n"
+        f"import triton_specializations\ntriton_specializations.notebook_recorder({str(folder)!r})\n")
+    os.environ[LAUNCHES] = str(folder)
+    os.environ[LAUNCHES + "_OWNER"] = str(os.getpid())  # a pytest this one starts (a test may) leaves it alone
+    os.environ["IPYTHONDIR"] = str(folder / "ipython")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The architecture matrix of the notebooks' own Triton kernels: every launch the notebooks made in the
+    interpreter, compiled ahead of time for each GPU generation (tests/test_arch_matrix.py does it for
+    gpu_ml.kernels). A failure fails the session, naming the notebook, the cell and the target."""
+    folder = os.environ.get(LAUNCHES)
+    if HAS_GPU or not folder or os.environ.get(LAUNCHES + "_OWNER") != str(os.getpid()):
+        return  # no GPU-less run, or not the process that made the folder (an xdist worker, a nested pytest)
+    try:
+        _compile_notebook_kernels(session, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _compile_notebook_kernels(session: pytest.Session, folder: str) -> None:
+    if not any(Path(folder).glob("launches_*")):
+        return
+    helper = ROOT / "tests" / "triton_specializations.py"
+    procs = [subprocess.Popen([sys.executable, str(helper), "compile-notebooks", folder, arch], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for arch in TARGETS]
+    failures, kernels, compiled_failing = [], set(), set()
+    for proc in procs:
+        out, err = proc.communicate(timeout=1800)
+        if proc.returncode != 0:
+            failures.append(f"compiling the notebooks' kernels crashed: {err[-2000:]}")
+            continue
+        for f in json.loads(out.strip().splitlines()[-1]):
+            compiled_failing.add(f["name"])
+            if f["name"] in NOT_TO_COMPILE:
+                continue
+            failures.append(f"{_where(f['name'], f.get('cwd'))}: {f['name']} does not compile for {f['arch']} "
+                            f"({f['constexprs']}): {f['error']}")
+    for path in Path(folder).glob("launches_*"):
+        kernels |= {json.loads(line)["name"] for line in path.read_text().splitlines()}
+    failures += [f"{name} ({why}) compiled for every target: it is listed in conftest.NOT_TO_COMPILE, so its lesson "
+                 "no longer shows that error" for name, why in NOT_TO_COMPILE.items() if name in kernels
+                 and name not in compiled_failing]
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"notebook Triton kernels compiled ahead of time for {', '.join(TARGETS)}: "
+                            f"{len(kernels)} kernels, {len(failures)} failures")
+        for line in failures:
+            reporter.write_line(line, red=True)
+    if failures:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _where(name: str, cwd: str | None) -> str:
+    """'notebook, cell N' of the code cell that defines `name` (searched in the notebook's folder)."""
+    for path in sorted(Path(cwd or ROOT).glob("*.ipynb")):
+        for index, cell in enumerate(json.loads(path.read_text())["cells"]):
+            if cell["cell_type"] == "code" and f"def {name}(" in "".join(cell["source"]):
+                return f"{path.relative_to(ROOT)}, cell {index}"
+    return f"a notebook under {cwd}"

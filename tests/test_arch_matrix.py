@@ -5,6 +5,8 @@ or declares the oldest one it needs (a `--host` program, which has no device cod
 A cell declares it on its magic line: `--arch sm_90a` (Hopper-only code: built for that arch alone) or
 `--min-arch sm_80` (built for sm_80 and newer; on an older GPU the notebook skips the cells that call it). Only
 device code is compiled (`nvcc -cubin`): what differs between architectures. On CPU too: nvcc needs no GPU.
+The Triton kernels defined in notebook cells are compiled for the same targets when a CPU session ends
+(conftest.py: each launch the notebooks made in the interpreter, rebuilt from its cell's source).
 """
 
 from __future__ import annotations
@@ -130,3 +132,50 @@ def test_a_specialization_that_does_not_compile_is_reported(tmp_path):
     (failure,) = json.loads(compiled.stdout.strip().splitlines()[-1])
     assert failure["kernel"] == "gpu_ml.kernels.triton.softmax.softmax_fused_kernel" and failure["arch"] == "sm_80"
 
+
+
+NOTEBOOK_CELLS = '''
+import triton
+import triton.language as tl
+
+SCALE = tl.constexpr(3)  # a plain 3 runs in the interpreter, and compiles nowhere
+
+
+@triton.jit
+def twice(x):
+    return 2 * x
+
+
+@triton.jit
+def scale_kernel(x_ptr, n, BLOCK: tl.constexpr):  # reads SCALE and twice, both defined in the notebook
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(x_ptr + offs, twice(x) * SCALE, mask=offs < n)
+'''
+
+
+def test_a_notebook_kernel_is_rebuilt_and_compiled_for_each_arch(tmp_path, monkeypatch):
+    """What conftest.py does with the notebooks' own kernels: the module notebook_recorder writes for a kernel
+    defined in a cell holds what it reads, and compile-notebooks compiles it and reports what does not compile."""
+    (tmp_path / "cells.py").write_text(NOTEBOOK_CELLS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(HELPER.parent))
+    import cells
+    import triton_specializations
+
+    for jit in (cells.twice, cells.scale_kernel):
+        monkeypatch.setattr(jit.fn, "__module__", "__main__")  # as if defined in a notebook cell
+    text = triton_specializations.module_text(cells.scale_kernel.fn)
+    assert "SCALE = triton.language.constexpr(3)" in text and "import triton.language as tl" in text
+    assert text.index("def twice(") < text.index("def scale_kernel(")
+    good = {"name": "scale_kernel", "cwd": str(tmp_path), "source": text, "constexprs": {"BLOCK": 64}, "options": {},
+            "signature": {"x_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}}
+    bad = {**good, "signature": {"x_ptr": "*fp32", "BLOCK": "constexpr"}}  # n missing: no such specialization
+    folder = tmp_path / "launches"
+    folder.mkdir()
+    (folder / "launches_1.jsonl").write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+    compiled = subprocess.run([sys.executable, str(HELPER), "compile-notebooks", str(folder), "sm_75"],
+                              capture_output=True, text=True, timeout=600, cwd=ROOT)
+    failures = json.loads(compiled.stdout.strip().splitlines()[-1])
+    (failure,) = failures
+    assert failure["name"] == "scale_kernel" and failure["arch"] == "sm_75" and "n" not in failure["signature"]

@@ -7,7 +7,7 @@ These are the interpreter's shapes and configurations, not the GPU's tuned ones,
 interpreter has none): a check that every kernel compiles for each architecture, not of every configuration it may
 be given.
 
-`notebook-recorder FOLDER` (imported by an IPython startup file that conftest.py gives the notebooks' kernels on a
+`notebook_recorder(FOLDER)` (called by an IPython startup file that conftest.py gives the notebooks' kernels on a
 CPU): each kernel defined in a notebook cell records its launches in the interpreter, as JSON lines under FOLDER,
 with the source of a module that defines it again (its own cell source, the notebook-defined jit functions it calls,
 the imports and scalar constants it reads). `compile-notebooks FOLDER ARCH...` compiles those for each target;
@@ -178,7 +178,7 @@ def compile_notebooks(folder: Path, archs: list[str]) -> int:
             entry = json.loads(line)
             if "error" in entry:
                 failures.append({"kernel": entry["name"], "arch": "-", "name": entry["name"], "cwd": entry.get("cwd"),
-                                 "error": entry["error"]})
+                                 "constexprs": {}, "error": entry["error"]})
                 continue
             key = json.dumps({k: entry[k] for k in ("source", "signature", "constexprs", "options")}, sort_keys=True)
             if key in seen:

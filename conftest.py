@@ -16,6 +16,7 @@ import pytest
 
 from gpu_ml.env import has_gpu
 from gpu_ml.notebook import patch_interpreter
+from tests.triton_specializations import TARGETS
 
 HAS_GPU = has_gpu()
 if not HAS_GPU:
@@ -34,7 +35,6 @@ def _seeded() -> None:
 
 
 ROOT = Path(__file__).resolve().parent
-TARGETS = ("sm_75", "sm_80", "sm_89", "sm_90a")  # as tests/test_arch_matrix.py
 LAUNCHES = "GPU_ML_TRITON_LAUNCHES"
 # Kernels a lesson writes not to compile: the error is what it teaches (triton/01-basics/03_debugging).
 NOT_TO_COMPILE = {"scale_debug_kernel": "a Python print(), which only the interpreter runs",

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from triton_specializations import TARGETS, module_text
 
 from gpu_ml import cuda
 from gpu_ml.suite import TESTPATHS
@@ -26,7 +27,6 @@ from gpu_ml.suite import TESTPATHS
 pytestmark = pytest.mark.cpu_only  # compiles for GPUs, runs none: gpu-ml test runs it beside the notebooks
 
 ROOT = Path(__file__).resolve().parents[1]
-TARGETS = ("sm_75", "sm_80", "sm_89", "sm_90a")
 
 
 def cuda_cells() -> list[tuple[str, int, str, str]]:
@@ -159,13 +159,11 @@ def test_a_notebook_kernel_is_rebuilt_and_compiled_for_each_arch(tmp_path, monke
     defined in a cell holds what it reads, and compile-notebooks compiles it and reports what does not compile."""
     (tmp_path / "cells.py").write_text(NOTEBOOK_CELLS)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.syspath_prepend(str(HELPER.parent))
     import cells
-    import triton_specializations
 
     for jit in (cells.twice, cells.scale_kernel):
         monkeypatch.setattr(jit.fn, "__module__", "__main__")  # as if defined in a notebook cell
-    text = triton_specializations.module_text(cells.scale_kernel.fn)
+    text = module_text(cells.scale_kernel.fn)
     assert "SCALE = triton.language.constexpr(3)" in text and "import triton.language as tl" in text
     assert text.index("def twice(") < text.index("def scale_kernel(")
     good = {"name": "scale_kernel", "cwd": str(tmp_path), "source": text, "constexprs": {"BLOCK": 64}, "options": {},

@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+TARGETS = ("sm_75", "sm_80", "sm_89", "sm_90a")  # T4, A100, L4/RTX 4090, H100/H200: the architecture matrix
 OPTIONS = ("num_warps", "num_stages")
 PER_KERNEL = 2  # specializations kept per kernel (the first seen with distinct argument types and constexprs)
 
@@ -82,15 +83,6 @@ def _jit_python_function(value):
     return value.fn if isinstance(value, (JITFunction, InterpretedFunction)) else None
 
 
-def _names(code) -> set[str]:
-    """The global names a function's code (and the code nested in it) may read."""
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if hasattr(const, "co_names"):
-            names |= _names(const)
-    return names
-
-
 def module_text(fn) -> str:
     """A module that defines the notebook-defined jit function `fn` again: the imports and scalar constants its
     globals give, the notebook's jit functions it calls (before it), then its own source under @triton.jit."""
@@ -109,8 +101,8 @@ def module_text(fn) -> str:
         source = textwrap.dedent(inspect.getsource(f)).splitlines()
         start = next(i for i, ln in enumerate(source) if ln.startswith("def "))  # its decorators are dropped
         source = source[start:]
-        annotations = set(re.findall(r"[A-Za-z_]\w*", "\n".join(source)))  # tl of `B: tl.constexpr`, not in co_names
-        for name in sorted(_names(f.__code__) | annotations):
+        # Every identifier of its source: what its code reads, and `tl` of `B: tl.constexpr` (not in co_names).
+        for name in sorted(set(re.findall(r"[A-Za-z_]\w*", "\n".join(source)))):
             if name not in f.__globals__:
                 continue
             value = f.__globals__[name]
@@ -173,6 +165,8 @@ def compile_notebooks(folder: Path, archs: list[str]) -> int:
     import hashlib
 
     entries, failures, seen = [], [], set()
+    modules = folder / f"modules_{os.getpid()}"  # one folder per process: the targets compile side by side
+    modules.mkdir()
     for path in sorted(folder.glob("launches_*.jsonl")):
         for line in path.read_text().splitlines():
             entry = json.loads(line)
@@ -185,9 +179,9 @@ def compile_notebooks(folder: Path, archs: list[str]) -> int:
                 continue
             seen.add(key)
             module = "nb_" + hashlib.sha1(entry["source"].encode()).hexdigest()[:16]
-            (folder / f"{module}.py").write_text(entry["source"])
+            (modules / f"{module}.py").write_text(entry["source"])
             entries.append({**entry, "module": module})
-    sys.path.insert(0, str(folder))
+    sys.path.insert(0, str(modules))
     failures += _compile(entries, archs)
     print(json.dumps(failures))
     return 0

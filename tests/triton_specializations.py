@@ -37,7 +37,6 @@ def record(out: Path, test_files: list[str]) -> int:
     os.environ["TRITON_INTERPRET"] = "1"
     import pytest
     from triton.runtime.interpreter import InterpretedFunction
-    from triton.runtime.jit import mangle_type
 
     from gpu_ml.notebook import patch_interpreter
 
@@ -49,16 +48,10 @@ def record(out: Path, test_files: list[str]) -> int:
     def run(self, *args, grid, warmup, **kwargs):
         fn = self.fn
         if fn.__module__.startswith("gpu_ml.kernels."):
-            names = list(self.arg_names)
-            bound = dict(zip(names, args, strict=False)) | {k: v for k, v in kwargs.items() if k in names}
-            constexprs = {n: v for n, v in bound.items() if _is_constexpr(fn, n)}
-            if all(isinstance(v, (bool, int, float, str)) for v in constexprs.values()):
-                signature = {n: "constexpr" if n in constexprs else mangle_type(bound[n]) for n in names}
-                options = {k: v for k, v in kwargs.items() if k in OPTIONS}
-                entry = {"module": fn.__module__, "name": fn.__name__, "signature": signature,
-                         "constexprs": constexprs, "options": options}
-                if sum(e["name"] == fn.__name__ and e["module"] == fn.__module__ for e in seen.values()) < PER_KERNEL:
-                    seen[json.dumps(entry, sort_keys=True)] = entry
+            entry = _specialization(self, args, kwargs)
+            if entry is not None and sum(e["name"] == fn.__name__ and e["module"] == fn.__module__
+                                         for e in seen.values()) < PER_KERNEL:
+                seen[json.dumps(entry, sort_keys=True)] = entry
         return original(self, *args, grid=grid, warmup=warmup, **kwargs)
 
     InterpretedFunction.run = run
@@ -66,6 +59,21 @@ def record(out: Path, test_files: list[str]) -> int:
     code = pytest.main(["-q", "-p", "no:cacheprovider", "-x", *test_files])
     out.write_text(json.dumps(list(seen.values()), indent=1))
     return int(code)
+
+
+def _specialization(kernel, args: tuple, kwargs: dict) -> dict | None:
+    """What a launch of the InterpretedFunction `kernel` specializes on: module, name, argument types as Triton's
+    JIT mangles them, constexpr values and launch options; None when a constexpr is not a plain value."""
+    from triton.runtime.jit import mangle_type
+
+    fn, names = kernel.fn, list(kernel.arg_names)
+    bound = dict(zip(names, args, strict=False)) | {k: v for k, v in kwargs.items() if k in names}
+    constexprs = {n: v for n, v in bound.items() if _is_constexpr(fn, n)}
+    if not all(isinstance(v, (bool, int, float, str)) for v in constexprs.values()):
+        return None
+    return {"module": fn.__module__, "name": fn.__name__,
+            "signature": {n: "constexpr" if n in constexprs else mangle_type(bound[n]) for n in names},
+            "constexprs": constexprs, "options": {k: v for k, v in kwargs.items() if k in OPTIONS}}
 
 
 def _is_constexpr(fn, name: str) -> bool:
@@ -131,7 +139,6 @@ def module_text(fn) -> str:
 def notebook_recorder(folder: str) -> None:
     """Record every launch of a notebook-defined kernel in this (interpreting) kernel process under `folder`."""
     from triton.runtime.interpreter import InterpretedFunction
-    from triton.runtime.jit import mangle_type
 
     out = Path(folder) / f"launches_{os.getpid()}.jsonl"
     counts: dict[str, int] = {}
@@ -141,14 +148,9 @@ def notebook_recorder(folder: str) -> None:
         fn = self.fn
         if fn.__module__ == "__main__" and counts.get(fn.__name__, 0) < PER_KERNEL:
             try:
-                names = list(self.arg_names)
-                bound = dict(zip(names, args, strict=False)) | {k: v for k, v in kwargs.items() if k in names}
-                constexprs = {n: v for n, v in bound.items() if _is_constexpr(fn, n)}
-                if all(isinstance(v, (bool, int, float, str)) for v in constexprs.values()):
-                    entry = {"name": fn.__name__, "cwd": os.getcwd(), "source": module_text(fn),
-                             "signature": {n: "constexpr" if n in constexprs else mangle_type(bound[n])
-                                           for n in names},
-                             "constexprs": constexprs, "options": {k: v for k, v in kwargs.items() if k in OPTIONS}}
+                entry = _specialization(self, args, kwargs)
+                if entry is not None:
+                    entry |= {"cwd": os.getcwd(), "source": module_text(fn)}
                     counts[fn.__name__] = counts.get(fn.__name__, 0) + 1
                     with open(out, "a") as f:
                         f.write(json.dumps(entry) + "\n")

@@ -1,5 +1,6 @@
 """The notebook harness itself: nbval runs notebooks, fails on errors, skips `gpu` cells on CPU."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -128,7 +129,6 @@ def test_every_gpu_cell_says_so_in_its_first_line():
 def test_the_gpu_memory_a_notebook_states_covers_its_recorded_peak():
     """Where a notebook's first cell says how much GPU memory it needs in GiB, that figure is at least the peak its
     latest GPU run recorded (`metadata.gpu_ml.peak_gpu_memory_gib`, written by `gpu-ml execute`)."""
-    import re
 
     wrong = []
     for path in sorted(ROOT.glob("*/**/*.ipynb")):
@@ -139,4 +139,33 @@ def test_the_gpu_memory_a_notebook_states_covers_its_recorded_peak():
         stated = [float(x) for x in re.findall(r"(\d+(?:\.\d+)?)\s+GiB", nb.cells[0].source.replace("\n", " "))]
         if peak is not None and stated and max(stated) + 0.05 < peak:
             wrong.append(f"{path.relative_to(ROOT)}: says up to {max(stated)} GiB, its latest run peaked at {peak}")
+    assert not wrong, "\n".join(wrong)
+
+
+MINIMUM = re.compile(r"\*\*Minimum:\*\* (?:no GPU|compute capability (\d)\.(\d))[^\n]*?\d+(?:\.\d+)? GiB")
+CELL_ARCH = re.compile(r"^(?:#\| gpu sm_|%%cuda.*--(?:min-)?arch[ =]sm_)(\d)(\d)", re.M)
+
+
+def test_every_notebook_states_its_minimum_gpu():
+    """Each notebook's first cell has a `**Minimum:**` paragraph: "no GPU" (everything runs on a CPU) or the oldest
+    compute capability it runs on, and the GPU memory in GiB (checked against the recorded peak by the test above).
+    Every newer architecture that a cell declares (`#| gpu sm_XY`, `%%cuda --min-arch/--arch sm_XY`) is named there
+    as X.Y: the cells that skip themselves below it."""
+    wrong = []
+    for path in sorted(ROOT.glob("*/**/*.ipynb")):
+        rel = path.relative_to(ROOT)
+        if any(part.startswith(".") for part in rel.parts):
+            continue
+        nb = nbformat.read(path, as_version=4)
+        start = nb.cells[0].source.find("**Minimum:**")
+        paragraph = nb.cells[0].source[start:].split("\n\n")[0].replace("\n", " ") if start >= 0 else ""
+        found = MINIMUM.match(paragraph)
+        if found is None:
+            wrong.append(f"{rel}: no '**Minimum:** compute capability X.Y ... N GiB' (or 'no GPU ... N GiB') in cell 0")
+            continue
+        least = (int(found.group(1)), int(found.group(2))) if found.group(1) else (0, 0)
+        declared = {(int(a), int(b)) for cell in nb.cells for a, b in CELL_ARCH.findall(cell.source)}
+        for major, minor in sorted(declared):
+            if (major, minor) > least and f"{major}.{minor}" not in paragraph:
+                wrong.append(f"{rel}: a cell needs sm_{major}{minor}, which the Minimum paragraph does not name")
     assert not wrong, "\n".join(wrong)

@@ -35,17 +35,26 @@ def provenance() -> dict:
     }
 
 
+# Run before a notebook's first cell, in its kernel, then removed: a notebook that resets PyTorch's peak statistics
+# (to measure one step) would otherwise hide the peaks before the reset from the probe below.
+_PEAK_KEEPER = """import torch as _torch
+_gpu_ml_peak = [0]
+def _gpu_ml_reset(device=None, _reset=_torch.cuda.reset_peak_memory_stats):
+    if _torch.cuda.is_initialized():
+        _gpu_ml_peak[0] = max(_gpu_ml_peak[0], _torch.cuda.max_memory_reserved(device))
+    _reset(device)
+_torch.cuda.reset_peak_memory_stats = _torch.cuda.memory.reset_peak_memory_stats = _gpu_ml_reset"""
 # Run after a notebook's last cell, in its kernel, then removed: the most GPU memory PyTorch's allocator held.
-_PEAK_CELL = """import sys as _sys
-_torch = _sys.modules.get("torch")
-print(_torch.cuda.max_memory_reserved() if _torch is not None and _torch.cuda.is_initialized() else -1)"""
+_PEAK_CELL = """print(max(_gpu_ml_peak[0], _torch.cuda.max_memory_reserved())
+      if _torch.cuda.is_initialized() else -1)"""
 
 
 def execute(path: Path, *, timeout: int = 1800, kernel: str = "python3") -> None:
     """Execute the notebook at `path` in its own folder and save it with outputs and provenance.
 
     The provenance (`metadata.gpu_ml`) includes `peak_gpu_memory_gib`: the most GPU memory PyTorch's allocator
-    reserved in the notebook's kernel (None when it never used CUDA), what a smaller GPU must hold."""
+    reserved in the notebook's kernel (None when it never used CUDA), what a smaller GPU must hold, including
+    the peaks before any `torch.cuda.reset_peak_memory_stats()` the notebook calls."""
     import importlib
     import threading
 
@@ -59,9 +68,14 @@ def execute(path: Path, *, timeout: int = 1800, kernel: str = "python3") -> None
     client = nbclient.NotebookClient(
         nb, timeout=timeout, kernel_name=kernel, resources={"metadata": {"path": str(path.parent)}}
     )
+    nb.cells.insert(0, nbformat.v4.new_code_cell(_PEAK_KEEPER))
     nb.cells.append(nbformat.v4.new_code_cell(_PEAK_CELL))
     client.execute()  # raises CellExecutionError on the first failing cell; the file is left untouched
     peak = int(nb.cells.pop().outputs[0]["text"])
+    del nb.cells[0]
+    for cell in nb.cells:  # counted from 1 again, as if the keeper had not run
+        if cell.cell_type == "code" and cell.execution_count:
+            cell.execution_count -= 1
     nb.metadata["gpu_ml"] = provenance() | {"peak_gpu_memory_gib": round(peak / 2**30, 2) if peak >= 0 else None}
     nbformat.write(nb, path)
 

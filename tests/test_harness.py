@@ -73,13 +73,23 @@ def test_execute_saves_outputs_and_provenance(tmp_path):
     assert done.cells[0].outputs[0]["text"] == "42\n"
     meta = done.metadata["gpu_ml"]
     assert {"gpu", "versions", "date"} <= set(meta) and "torch" in meta["versions"]
-    assert len(done.cells) == 1 and meta["peak_gpu_memory_gib"] is None  # no CUDA used; the probe cell removed
+    assert len(done.cells) == 1 and meta["peak_gpu_memory_gib"] is None  # no CUDA used; the probe cells removed
+    assert done.cells[0].execution_count == 1
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_execute_records_the_peak_gpu_memory(tmp_path):
     cell = "import torch\nx = torch.empty(2**30, device='cuda', dtype=torch.uint8)\ndel x"
     nb = _notebook(tmp_path / "big.ipynb", (cell, []))
+    cli.main(["execute", str(nb)])
+    assert 1.0 <= nbformat.read(nb, as_version=4).metadata["gpu_ml"]["peak_gpu_memory_gib"] < 1.1
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_the_recorded_peak_includes_what_came_before_a_reset_of_the_statistics(tmp_path):
+    big = "import torch\nx = torch.empty(2**30, device='cuda', dtype=torch.uint8)\ndel x\ntorch.cuda.empty_cache()"
+    reset = "torch.cuda.reset_peak_memory_stats()\ny = torch.empty(2**20, device='cuda')"
+    nb = _notebook(tmp_path / "reset.ipynb", (big, []), (reset, []))
     cli.main(["execute", str(nb)])
     assert 1.0 <= nbformat.read(nb, as_version=4).metadata["gpu_ml"]["peak_gpu_memory_gib"] < 1.1
 

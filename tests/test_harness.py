@@ -139,7 +139,6 @@ def test_every_gpu_cell_says_so_in_its_first_line():
 def test_the_gpu_memory_a_notebook_states_covers_its_recorded_peak():
     """Where a notebook's first cell says how much GPU memory it needs in GiB, that figure is at least the peak its
     latest GPU run recorded (`metadata.gpu_ml.peak_gpu_memory_gib`, written by `gpu-ml execute`)."""
-
     wrong = []
     for path in sorted(ROOT.glob("*/**/*.ipynb")):
         if any(part.startswith(".") for part in path.relative_to(ROOT).parts):

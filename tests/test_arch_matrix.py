@@ -133,7 +133,6 @@ def test_a_specialization_that_does_not_compile_is_reported(tmp_path):
     assert failure["kernel"] == "gpu_ml.kernels.triton.softmax.softmax_fused_kernel" and failure["arch"] == "sm_80"
 
 
-
 NOTEBOOK_CELLS = '''
 import triton
 import triton.language as tl

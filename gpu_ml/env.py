@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import platform
@@ -112,7 +113,15 @@ def capability() -> tuple[int, int] | None:
         return profile[1]
     import torch
 
-    return torch.cuda.get_device_capability()
+    return _device_capability(torch.cuda.current_device())
+
+
+@functools.cache
+def _device_capability(index: int) -> tuple[int, int]:
+    """A device's capability, asked once: wrappers check it on every launch of a bf16 kernel."""
+    import torch
+
+    return torch.cuda.get_device_capability(index)
 
 
 def free_memory() -> int | None:

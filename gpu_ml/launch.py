@@ -34,12 +34,14 @@ class Launcher:
     def __call__(self, grid: Sequence[int], *args, **constexprs) -> None:
         if constexprs:  # positional, in the kernel's parameter order: what the compiled kernel takes
             names = self.kernel.arg_names[len(args):]
-            if set(constexprs) != set(names):
+            if len(constexprs) != len(names) or not all(name in constexprs for name in names):
                 raise TypeError(f"{self.kernel.__name__}: keyword arguments {sorted(constexprs)} must be exactly "
                                 f"the parameters after the positional ones, {list(names)}")
-            args = args + tuple(constexprs[name] for name in names)
-        key = tuple((a.dtype, a.get_device(), a.data_ptr() % 16 == 0) if isinstance(a, torch.Tensor)
-                    else float if isinstance(a, float) else a for a in args)
+            args += tuple([constexprs[name] for name in names])
+        # One pass, ints (most of the arguments: sizes, strides, flags) tested first: this runs on every launch.
+        key = tuple([a if a.__class__ is int else
+                     (a.dtype, a.get_device(), not a.data_ptr() & 15) if isinstance(a, torch.Tensor) else
+                     float if isinstance(a, float) else a for a in args])
         compiled = self.compiled.get(key)
         if compiled is not None:
             compiled[(*grid, 1, 1)[:3]](*args)  # a compiled kernel takes a 3-D grid

@@ -74,7 +74,8 @@ def require(
             raise ValueError(f"{where} is on {t.device}, but the kernels run {mode}: use .to({expected!r})")
         if t.dtype not in dtypes:
             raise TypeError(f"{where} has dtype {t.dtype}; supported: {', '.join(map(str, dtypes))}")
-        if t.dtype == torch.bfloat16 and not bf16_ok():
+        # bf16 is checked on the first tensor only (the others must share its dtype): once per call, not per tensor
+        if first is None and t.dtype == torch.bfloat16 and not bf16_ok():
             why = "Triton's interpreter has no bf16 arithmetic" if interpreting() else (
                 f"this GPU has compute capability {capability()}")
             raise TypeError(f"{where} has dtype torch.bfloat16: bfloat16 needs a GPU of compute capability 8.0+ "

@@ -12,7 +12,7 @@ try:
 except ImportError:  # Windows
     fcntl = None
 
-from gpu_ml.env import has_gpu, versions
+from gpu_ml.env import emulated, has_gpu, versions
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 REFERENCE_GPUS = ("H100", "H200")  # the GPU class the performance bars are calibrated on
@@ -46,10 +46,14 @@ def record(
 ) -> None:
     """Store one headline figure of a GPU run in results/<gpu>.json (replacing the same metric) and say so.
 
-    On a CPU-only run nothing is stored (the figures would mean nothing).
+    On a CPU-only run nothing is stored (the figures would mean nothing), nor under GPU_ML_EMULATE (figures of
+    the host GPU running a smaller one's code paths, which belong to neither).
     """
     if not has_gpu():
         print(f"not recorded (CPU run): {metric}")
+        return
+    if emulated() is not None:
+        print(f"not recorded (GPU_ML_EMULATE run): {metric}")
         return
     import torch
 
@@ -80,8 +84,9 @@ def record(
 
 
 def on_reference_gpu() -> bool:
-    """True on an H100 or H200: the GPU class on which the curriculum's performance bars are asserted."""
-    if not has_gpu():
+    """True on an H100 or H200: the GPU class on which the curriculum's performance bars are asserted (not under
+    GPU_ML_EMULATE, where an H200 takes a smaller GPU's code paths)."""
+    if not has_gpu() or emulated() is not None:
         return False
     import torch
 

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from gpu_ml.bench import SHARED_GPU_LOCK
+from gpu_ml.env import emulated
 from gpu_ml.results import project_root, slug
 
 TESTPATHS = ("00-prerequisites", "triton", "cuda", "transformer-math")  # notebooks; test files are under tests/
@@ -161,7 +162,12 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
 
     root = project_root(root)
     gpu_count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    gpu_name = torch.cuda.get_device_name(0) if gpu_count else "cpu"
+    profile = emulated()
+    if save and profile is not None:
+        raise ValueError("--save under GPU_ML_EMULATE would write an emulated run's outputs into the notebooks; "
+                         "run it without --save")
+    gpu_name = ("cpu" if not gpu_count else f"{profile[0]} (emulated)" if profile is not None  # its own record
+                else torch.cuda.get_device_name(0))
     items = collect(root)
     if only:
         unknown = sorted(set(only) - set(items))

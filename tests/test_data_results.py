@@ -114,6 +114,18 @@ def test_record_on_cpu_stores_nothing(tmp_path, monkeypatch):
     assert not (tmp_path / "results").exists()
 
 
+def test_an_emulated_run_records_nothing_and_asserts_no_bar(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(results, "has_gpu", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    monkeypatch.setenv("GPU_ML_EMULATE", "t4")
+    results.record("nb", "m", 1.0, "x", root=tmp_path)
+    assert not (tmp_path / "results").exists()
+    assert "not recorded (GPU_ML_EMULATE run): m" in capsys.readouterr().out
+    assert not results.on_reference_gpu()
+    monkeypatch.delenv("GPU_ML_EMULATE")
+    assert results.on_reference_gpu()
+
+
 def test_readme_without_markers_is_refused(tmp_path):
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "README.md").write_text("no table here\n")

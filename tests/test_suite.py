@@ -93,6 +93,22 @@ def test_main_runs_reports_and_records(tmp_path, monkeypatch, capsys):
         suite.main(workers=0, root=tmp_path, runner=runner)
 
 
+def test_an_emulated_run_has_its_own_record_and_saves_no_outputs(tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "triton").mkdir()
+    (tmp_path / "triton/a.ipynb").write_text("{}")
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    monkeypatch.setattr("torch.cuda.device_count", lambda: 1)
+    monkeypatch.setattr("torch.cuda.get_device_name", lambda *a: "NVIDIA H200")
+    monkeypatch.setenv("GPU_ML_EMULATE", "t4")
+    runner = lambda item, gpu: (1.0, True, "")  # noqa: E731
+    with pytest.raises(ValueError, match="--save under GPU_ML_EMULATE"):
+        suite.main(save=True, root=tmp_path, runner=runner, prebuild=lambda nbs: "")
+    assert suite.main(root=tmp_path, runner=runner, prebuild=lambda nbs: "") == 0
+    assert (tmp_path / "results" / "suite" / "tesla-t4-emulated.json").exists()
+    assert not (tmp_path / "results" / "suite" / "nvidia-h200.json").exists()
+
+
 def test_each_item_is_recorded_as_it_ends(tmp_path, monkeypatch):
     """A run cut short (a time limit, a killed machine) keeps the record of every item that had ended."""
     (tmp_path / "pyproject.toml").write_text("")

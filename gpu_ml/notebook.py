@@ -7,9 +7,13 @@ import os
 import re
 import subprocess
 import sys
+from typing import TYPE_CHECKING
 
 from gpu_ml.bench import SHARED_GPU_LOCK, hold_gpu
 from gpu_ml.env import Env, arch_number, capability, detect, free_memory, has_gpu, in_colab
+
+if TYPE_CHECKING:
+    import torch
 
 # Packages a notebook may need that Colab's image does not always have.
 _COLAB_PACKAGES = ("triton", "tqdm", "ipywidgets")
@@ -146,3 +150,31 @@ def fits(nbytes: float, *, share: float = 0.9) -> bool:
     available = free_memory()
     return available is not None and nbytes <= share * available
 
+
+def halve_to_fit(n: int, bytes_per: float, *, what: str, at_least: int = 1) -> int:
+    """`n`, halved until `n * bytes_per` bytes `fits` (never below `at_least`), saying so when it halved.
+
+    How a cell sized for the reference GPU keeps its size there and shrinks on a smaller one. Without a GPU `n`
+    comes back as it is (CPU runs pick their own sizes).
+    """
+    if not has_gpu():
+        return n
+    chosen = n
+    while chosen // 2 >= at_least and not fits(chosen * bytes_per):
+        chosen //= 2
+    if chosen != n:
+        print(f"{what}: {chosen} instead of {n}, to fit in the {free_memory() / 2**30:.1f} GiB this process may "
+              "still allocate")
+    return chosen
+
+
+def half_precision(env: Env) -> tuple[str, torch.dtype]:
+    """("bf16", torch.bfloat16) on a GPU with bf16 (8.0+), else ("fp16", torch.float16), saying why on a GPU below
+    8.0 (a T4): the 16-bit dtype a lesson measures in."""
+    import torch
+
+    if env.bf16:
+        return "bf16", torch.bfloat16
+    if env.gpu:
+        print(f"bf16 needs compute capability 8.0+ (this GPU has {env.capability[0]}.{env.capability[1]}): fp16 here")
+    return "fp16", torch.float16

@@ -224,3 +224,25 @@ def test_fits_compares_with_the_memory_this_process_may_still_allocate(monkeypat
     monkeypatch.setenv("GPU_ML_EMULATE", "t4")
     assert env.free_memory() == 13 * 2**30  # the profile's 15 GB less what torch has allocated
 
+
+def test_halve_to_fit_keeps_what_fits_and_halves_the_rest(monkeypatch, capsys):
+    from gpu_ml import notebook
+
+    monkeypatch.setattr(notebook, "has_gpu", lambda: True)
+    monkeypatch.setattr(notebook, "free_memory", lambda: 10 * 2**30)
+    assert notebook.halve_to_fit(2**28, 16, what="elements") == 2**28 and capsys.readouterr().out == ""
+    assert notebook.halve_to_fit(2**28, 64, what="elements") == 2**27  # 16 GiB does not fit in 0.9 x 10, 8 GiB does
+    assert "elements: 134217728 instead of 268435456, to fit in the 10.0 GiB" in capsys.readouterr().out
+    assert notebook.halve_to_fit(8, 2**40, what="rows", at_least=4) == 4  # never below at_least
+    monkeypatch.setattr(notebook, "has_gpu", lambda: False)
+    assert notebook.halve_to_fit(2**28, 2**40, what="elements") == 2**28  # CPU runs pick their own sizes
+
+
+def test_half_precision_is_bf16_from_8_0_and_fp16_below(capsys):
+    from gpu_ml import Env, half_precision
+
+    assert half_precision(Env(mode="gpu", device="H200", capability=(9, 0))) == ("bf16", torch.bfloat16)
+    assert capsys.readouterr().out == ""
+    assert half_precision(Env(mode="gpu", device="T4", capability=(7, 5))) == ("fp16", torch.float16)
+    assert "bf16 needs compute capability 8.0+ (this GPU has 7.5): fp16 here" in capsys.readouterr().out
+    assert half_precision(Env(mode="cpu", device="CPU")) == ("fp16", torch.float16)  # the interpreter has no bf16

@@ -1,10 +1,15 @@
-"""PyTorch-side helpers of the attention lessons: the causal mask and the input check of a reference attention."""
+"""PyTorch-side helpers of the attention lessons: the causal mask, the input check of a reference attention, and
+SDPA with grouped K/V heads on every GPU."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 
 import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from gpu_ml.env import capability
 
 
 @lru_cache(maxsize=8)
@@ -34,3 +39,38 @@ def check_qkv(q, k, v, causal: bool = False) -> None:
         raise ValueError(f"q, k and v need the same leading (batch, head) dims: {shapes}")
     if causal and q.shape[-2] != k.shape[-2]:
         raise ValueError(f"causal attention here needs as many queries as keys, got {q.shape[-2]} and {k.shape[-2]}")
+
+
+def gqa_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
+    """Fused attention where groups of query heads share a K/V head: q [B, H, T, d], k and v [B, G, S, d], G dividing H.
+
+    SDPA's FlashAttention backend (with `enable_gqa`) on compute capability 8.0+; below it (a T4) the memory-efficient
+    backend, which has no GQA, through `grouped_sdpa`. On a CPU the math backend: plain matmuls, which every torch
+    version's FLOP counter sees.
+    """
+    if not q.is_cuda:
+        with sdpa_kernel(SDPBackend.MATH):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+    if capability() >= (8, 0):
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+    with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
+        return grouped_sdpa(q, k, v, causal)
+
+
+def fused_attention_name() -> str:
+    """The fused backend `gqa_sdpa` takes on this GPU, for labels: FlashAttention-2 from 8.0, else memory-efficient."""
+    cap = capability()
+    return "FlashAttention-2" if cap is None or cap >= (8, 0) else "memory-efficient attention"
+
+
+def grouped_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
+    """SDPA over grouped K/V heads without `enable_gqa`, for a backend that lacks it. Without a mask the r = H / G query
+    heads of a group become r * T rows over their K/V head, which is read once, as GQA does; a causal mask needs
+    each query row's own position, so there each K/V head is repeated for its r query heads (a copy)."""
+    B, H, T, d = q.shape
+    r = H // k.shape[1]
+    if causal:
+        return F.scaled_dot_product_attention(q, k.repeat_interleave(r, dim=1), v.repeat_interleave(r, dim=1),
+                                              is_causal=True)
+    return F.scaled_dot_product_attention(q.reshape(B, H // r, r * T, d), k, v).reshape(B, H, T, v.shape[-1])

@@ -1,7 +1,8 @@
 import pytest
 import torch
+import torch.nn.functional as F
 
-from gpu_ml.attention import causal_mask, check_qkv
+from gpu_ml.attention import causal_mask, check_qkv, gqa_sdpa, grouped_sdpa
 
 
 def test_causal_mask():
@@ -33,3 +34,12 @@ def test_check_qkv_refuses(args, causal, error, match):
     if error is ValueError and "queries" not in match:
         with pytest.raises(error, match="shapes must be"):
             check_qkv(*args, causal=causal)
+
+
+@pytest.mark.parametrize(("T", "S", "causal"), [(1, 37, False), (5, 37, False), (16, 16, True), (1, 1, False)])
+def test_grouped_heads_without_enable_gqa_match_sdpa_with_it(T, S, causal):
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 8, T, 16), torch.randn(2, 2, S, 16), torch.randn(2, 2, S, 16)
+    expected = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+    torch.testing.assert_close(grouped_sdpa(q, k, v, causal), expected)
+    torch.testing.assert_close(gqa_sdpa(q, k, v, causal), expected)  # on a CPU: the math backend

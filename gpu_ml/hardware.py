@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -120,19 +124,23 @@ def read_bandwidth(nbytes: int = 2**30) -> float:
     return gbps(x.nbytes, bench(lambda: x.sum(), cudagraph=True))
 
 
-def measure_peaks(n: int = 8192, copy_bytes: int = 2**30) -> tuple[float, float]:
-    """(copy bandwidth in GB/s, bf16 matmul TFLOP/s) measured on this GPU: `copy_bytes` copied, an n^3 matmul.
+def measure_peaks(n: int = 8192, copy_bytes: int = 2**30, dtype: torch.dtype | None = None) -> tuple[float, float]:
+    """(copy bandwidth in GB/s, matmul TFLOP/s) measured on this GPU: `copy_bytes` copied, an n^3 matmul in `dtype`
+    (default: bf16 from compute capability 8.0, fp16 below it, as `spec.half` quotes the datasheet).
 
     The measured roof, beside the datasheet's; the buffers are freed on return. Needs a CUDA GPU.
     """
     import torch
 
     from gpu_ml.bench import bench, require_gpu, tflops
+    from gpu_ml.env import capability
 
     require_gpu("measure_peaks()")
+    if dtype is None:
+        dtype = torch.bfloat16 if capability() >= (8, 0) else torch.float16
     copy_gbs = copy_bandwidth(copy_bytes)
-    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    a = torch.randn(n, n, device="cuda", dtype=dtype)
+    b = torch.randn(n, n, device="cuda", dtype=dtype)
     return copy_gbs, tflops(2 * n**3, bench(lambda: a @ b))
 
 

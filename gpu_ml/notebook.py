@@ -151,6 +151,17 @@ def fits(nbytes: float, *, share: float = 0.9) -> bool:
     return available is not None and nbytes <= share * available
 
 
+def keep_fitting(sizes: list[int], bytes_per: float) -> list[int]:
+    """The sizes whose `size * bytes_per` bytes `fits`, saying which were left out; without a GPU all of them."""
+    if not has_gpu():
+        return list(sizes)
+    left_out = [n for n in sizes if not fits(n * bytes_per)]
+    if left_out:
+        print("left out, more than the free GPU memory holds: " + ", ".join(
+            f"2^{n.bit_length() - 1}" if n & (n - 1) == 0 else str(n) for n in left_out))
+    return [n for n in sizes if n not in left_out]
+
+
 def halve_to_fit(n: int, bytes_per: float, *, what: str, at_least: int = 1) -> int:
     """`n`, halved until `n * bytes_per` bytes `fits` (never below `at_least`), saying so when it halved.
 

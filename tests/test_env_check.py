@@ -238,6 +238,18 @@ def test_halve_to_fit_keeps_what_fits_and_halves_the_rest(monkeypatch, capsys):
     assert notebook.halve_to_fit(2**28, 2**40, what="elements") == 2**28  # CPU runs pick their own sizes
 
 
+def test_keep_fitting_leaves_out_what_does_not_fit(monkeypatch, capsys):
+    from gpu_ml import notebook
+
+    monkeypatch.setattr(notebook, "has_gpu", lambda: True)
+    monkeypatch.setattr(notebook, "free_memory", lambda: 10 * 2**30)
+    assert notebook.keep_fitting([2**20, 2**28, 3 * 2**28], 64) == [2**20]  # 16 and 48 GiB do not fit in 9
+    assert "left out, more than the free GPU memory holds: 2^28, 805306368" in capsys.readouterr().out
+    assert notebook.keep_fitting([2**20], 24) == [2**20] and capsys.readouterr().out == ""
+    monkeypatch.setattr(notebook, "has_gpu", lambda: False)
+    assert notebook.keep_fitting([2**40], 24) == [2**40]
+
+
 def test_half_precision_is_bf16_from_8_0_and_fp16_below(capsys):
     from gpu_ml import Env, half_precision
 

@@ -11,6 +11,7 @@ from triton.runtime.errors import OutOfResources
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from gpu_ml.bench import bench
+from gpu_ml.env import capability
 from gpu_ml.validate import INT32_MAX, interpreting, require, require_tiles
 
 
@@ -122,7 +123,8 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, M, N, K,
 
 def hopper() -> bool:
     """True on a GPU with TMA (compute capability 9.0 or newer)."""
-    return not interpreting() and torch.cuda.get_device_capability()[0] >= 9
+    cap = capability()  # the emulated one under GPU_ML_EMULATE
+    return not interpreting() and cap is not None and cap >= (9, 0)
 
 
 def tma_ok(a, b):

@@ -68,7 +68,8 @@ def resident_programs(args, meta):
         regs = -(-kernel.n_regs // 8) * 8 * 32 * meta["num_warps"]  # allocated 8 registers per thread at a time
         by_regs = props["max_num_regs"] // regs
         by_smem = props["max_shared_mem"] // max(kernel.metadata.shared, 1)
-        by_threads = 2048 // (32 * meta["num_warps"])  # thread slots per SM on sm_80 and sm_90
+        threads = torch.cuda.get_device_properties().max_threads_per_multi_processor  # 2048 on sm_80/90, 1024 on a T4
+        by_threads = threads // (32 * meta["num_warps"])
         _resident[key] = props["multiprocessor_count"] * max(1, min(by_regs, by_smem, by_threads))
     return _resident[key]
 

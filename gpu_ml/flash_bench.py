@@ -11,6 +11,7 @@ import math
 import torch
 from torch.nn.attention import SDPBackend
 
+from gpu_ml.env import capability
 from gpu_ml.models import attention_flops
 
 TOKENS, HIDDEN = 16384, 2048  # B * N and H * d of every benchmark shape
@@ -34,21 +35,33 @@ def bench_inputs(n: int, d: int, count: int = 3, dtype: torch.dtype = torch.bflo
     return [torch.randn(b, h, n, d, device=device, dtype=dtype, requires_grad=requires_grad) for _ in range(count)]
 
 
-def show_race(rows: Rows, d: int, axes, direction: str, ylabel: str = "TFLOP/s") -> None:
-    """Print TFLOP/s per provider and ours / FLASH at every (N, causal); plot not causal and causal on two axes."""
+def fused_backend() -> str:
+    """The key in BACKENDS of SDPA's fused backend to race: "FLASH" from compute capability 8.0 (and without a GPU),
+    else "EFFICIENT", saying so (FLASH needs 8.0+)."""
+    cap = capability()
+    if cap is None or cap >= (8, 0):
+        return "FLASH"
+    print(f"SDPA's FLASH backend needs compute capability 8.0+ (this GPU has {cap[0]}.{cap[1]}): its EFFICIENT "
+          "backend stands in for it here")
+    return "EFFICIENT"
+
+
+def show_race(rows: Rows, d: int, axes, direction: str, ylabel: str = "TFLOP/s", baseline: str = "FLASH",
+              dtype: str = "bf16") -> None:
+    """Print TFLOP/s per provider and ours / baseline at every (N, causal); plot not causal and causal on two axes."""
     providers = list(rows[BENCH_N[0], False])
-    print(f"d = {d}: {direction} TFLOP/s, and ours / FLASH per point")
-    print(f"{'N':>6} {'causal':>6} " + " ".join(f"{p:>9}" for p in providers) + "   ours/FLASH")
+    print(f"d = {d}: {direction} TFLOP/s, and ours / {baseline} per point")
+    print(f"{'N':>6} {'causal':>6} " + " ".join(f"{p:>9}" for p in providers) + f"   ours/{baseline}")
     for (n, causal), row in rows.items():
         print(f"{n:6} {causal!s:>6} " + " ".join(f"{t:9.0f}" for t in row.values())
-              + f"   {row['ours'] / row['FLASH']:.3f}x")
+              + f"   {row['ours'] / row[baseline]:.3f}x")
     for ax, causal in zip(axes, (False, True), strict=True):
         for provider in providers:
             ax.plot(BENCH_N, [rows[n, causal][provider] for n in BENCH_N], marker="o", label=provider)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("sequence length N (B * N = 16k tokens)")
         ax.set_ylabel(ylabel)
-        ax.set_title(f"{direction}, bf16, d = {d}, {'causal' if causal else 'not causal'}")
+        ax.set_title(f"{direction}, {dtype}, d = {d}, {'causal' if causal else 'not causal'}")
         ax.grid(True, alpha=0.3)
         ax.legend()
 

@@ -2,7 +2,8 @@ import matplotlib.pyplot as plt
 import pytest
 import torch
 
-from gpu_ml.flash_bench import BENCH_N, HIDDEN, TOKENS, bench_flops, bench_inputs, ratios, show_race
+from gpu_ml import flash_bench
+from gpu_ml.flash_bench import BENCH_N, HIDDEN, TOKENS, bench_flops, bench_inputs, fused_backend, ratios, show_race
 
 
 def test_bench_flops_is_flash_attention_count():
@@ -40,3 +41,23 @@ def test_show_race_prints_and_plots(capsys):
     plt.close(fig)
     with pytest.raises(KeyError):
         show_race({}, 128, axes, "forward")
+
+
+def test_show_race_against_another_baseline_and_dtype(capsys):
+    fig, axes = plt.subplots(1, 2)
+    rows = {key: {**row, "EFFICIENT": row["ours"] / 4} for key, row in _rows().items()}
+    show_race(rows, 64, axes, "forward", baseline="EFFICIENT", dtype="fp16")
+    out = capsys.readouterr().out
+    assert "ours / EFFICIENT per point" in out and out.count("4.000x") == 6
+    assert axes[0].get_title() == "forward, fp16, d = 64, not causal"
+    plt.close(fig)
+
+
+def test_fused_backend_is_flash_from_8_0_and_efficient_below(monkeypatch, capsys):
+    monkeypatch.setattr(flash_bench, "capability", lambda: (9, 0))
+    assert fused_backend() == "FLASH" and capsys.readouterr().out == ""
+    monkeypatch.setattr(flash_bench, "capability", lambda: None)  # CPU: the lesson's text names FLASH
+    assert fused_backend() == "FLASH"
+    monkeypatch.setattr(flash_bench, "capability", lambda: (7, 5))
+    assert fused_backend() == "EFFICIENT"
+    assert "needs compute capability 8.0+ (this GPU has 7.5): its EFFICIENT backend" in capsys.readouterr().out

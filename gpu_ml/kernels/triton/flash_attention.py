@@ -10,6 +10,7 @@ import torch
 import triton
 import triton.language as tl
 
+from gpu_ml.env import capability
 from gpu_ml.validate import INT32_MAX, interpreting, require, span
 
 LOG2E = 1.4426950408889634  # log2(e): e^x = 2^(x * log2(e))
@@ -115,13 +116,17 @@ DTYPES = (torch.float16, torch.bfloat16)
 TUNED: dict = {}  # (head dim, N_q, N_k, causal, dtype) -> Config, filled by the tuning sweep (GPU)
 
 def hopper() -> bool:
-    """True on a GPU with TMA tensor descriptors (compute capability 9.0 or newer)."""
-    return not interpreting() and torch.cuda.get_device_capability()[0] >= 9
+    """True on a GPU with TMA tensor descriptors (compute capability 9.0 or newer; the emulated one under
+    GPU_ML_EMULATE)."""
+    cap = capability()
+    return not interpreting() and cap is not None and cap >= (9, 0)
 
 
 def default_config(d):
     if interpreting():
         return Config(16, 16, 4, 1)
+    if (capability() or (9, 0)) < (8, 0):  # 64 KB of shared memory per block (a T4): 128 x 64 needs 96 KB at d = 128
+        return Config(64, 32 if d > 64 else 64, 4, 1)
     return Config(128, 64, 8 if d > 64 else 4, 3, hopper())
 
 

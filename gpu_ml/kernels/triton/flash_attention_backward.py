@@ -13,6 +13,7 @@ from torch.autograd.function import once_differentiable
 
 from gpu_ml.kernels.triton.flash_attention import (LOG2E, Config, check_attention_inputs, check_head_span,
                                                    flash_attention_forward)
+from gpu_ml.env import capability
 from gpu_ml.validate import interpreting
 
 
@@ -206,6 +207,9 @@ TUNED_BWD: dict = {}  # (head dim, N_q, N_k, causal, dtype) -> BwdConfig, filled
 def default_bwd_config(d):
     if interpreting():
         return BwdConfig(Config(16, 32, 4, 1), Config(32, 16, 4, 1))
+    if (capability() or (9, 0)) < (8, 0):  # a T4 has 64 KB of shared memory per block: the tiles below need 80-160 KB
+        return (BwdConfig(Config(32, 32, 4, 1), Config(32, 32, 4, 1)) if d > 64
+                else BwdConfig(Config(32, 64, 4, 1), Config(64, 64, 4, 1)))
     if d > 64:
         return BwdConfig(Config(32, 128, 8, 2), Config(128, 64, 8, 2))
     return BwdConfig(Config(32, 128, 8, 3), Config(128, 64, 8, 3))

@@ -11,7 +11,18 @@ from collections.abc import Callable, Iterator, Sequence
 from gpu_ml.env import has_gpu
 
 SHARED_GPU_LOCK = "GPU_ML_GPU_LOCK"  # a lock file, set by `gpu-ml test` when notebooks share one GPU
-_lock = {"fd": None, "held": None}  # this process's open lock file and what it holds: None, "shared", "exclusive"
+_lock = {"path": None, "fd": None, "held": None}  # this process's lock file (see claim_gpu_lock), its open file and
+# what it holds: None, "shared", "exclusive"
+
+
+def claim_gpu_lock() -> bool:
+    """Keep the lock file named in GPU_ML_GPU_LOCK to this process and take the variable out of its environment, so
+    that the processes it starts (a profiled workload, a compiler) neither wait for a lock this process holds nor
+    take it: they run inside this process's cell. True when there was a lock file to keep."""
+    path = os.environ.pop(SHARED_GPU_LOCK, None)
+    if path:
+        _lock["path"] = path
+    return bool(_lock["path"])
 
 
 def hold_gpu(mode: str | None) -> None:
@@ -19,7 +30,7 @@ def hold_gpu(mode: str | None) -> None:
     None: release it), waiting as long as needed. Nothing happens unless GPU_ML_GPU_LOCK names a lock file."""
     if mode not in (None, "shared", "exclusive"):
         raise ValueError(f"mode must be None, 'shared' or 'exclusive', got {mode!r}")
-    path = os.environ.get(SHARED_GPU_LOCK)
+    path = _lock["path"] or os.environ.get(SHARED_GPU_LOCK)
     if not path or mode == _lock["held"]:
         return
     import fcntl  # POSIX only, as `gpu-ml test` is; imported here so that gpu_ml loads everywhere

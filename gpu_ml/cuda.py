@@ -311,9 +311,13 @@ def build(
 def run_program(
     exe: Path, args: list[str] | tuple[str, ...] = (), *, timeout: float = 60
 ) -> subprocess.CompletedProcess:
-    """Run a compiled program; raise CudaRunError on a non-zero exit or a timeout."""
+    """Run a compiled program (with the GPU to itself under `gpu-ml test`: it may time itself, see
+    gpu_ml.bench.gpu_alone); raise CudaRunError on a non-zero exit or a timeout."""
+    from gpu_ml.bench import gpu_alone
+
     try:
-        proc = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=timeout)
+        with gpu_alone():
+            proc = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         raise CudaRunError(f"program ran longer than {timeout:g} s and was killed") from exc
     if proc.returncode != 0:

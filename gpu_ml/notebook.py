@@ -9,7 +9,7 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING
 
-from gpu_ml.bench import SHARED_GPU_LOCK, hold_gpu
+from gpu_ml.bench import claim_gpu_lock, hold_gpu
 from gpu_ml.env import Env, arch_number, capability, detect, free_memory, has_gpu, in_colab
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ def _prepare_ipython() -> None:
         ip.register_magics(CudaMagics)
         if gpu_cell not in ip.input_transformers_cleanup:
             ip.input_transformers_cleanup.append(gpu_cell)
-        if os.environ.get(SHARED_GPU_LOCK) and _hold_for_cell not in ip.events.callbacks["pre_run_cell"]:
+        if claim_gpu_lock() and _hold_for_cell not in ip.events.callbacks["pre_run_cell"]:
             ip.events.register("pre_run_cell", _hold_for_cell)
             ip.events.register("post_run_cell", _release_after_cell)
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpu_ml.bench import gpu_alone
 from gpu_ml.cuda import has_nvcc, nvcc
 from gpu_ml.env import has_gpu
 
@@ -116,7 +117,8 @@ def ncu(code: str, *, kernel: str | None = None, metrics: Sequence[str] = DEFAUL
         command += ["--profile-from-start", "off"]
     if clock_control is not None:
         command += ["--clock-control", clock_control]
-    done = subprocess.run([*command, sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
+    with gpu_alone():  # under `gpu-ml test`, no other notebook's kernels beside the profiled ones
+        done = subprocess.run([*command, sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
     measured = parse_csv(done.stdout)
     if done.returncode != 0 or not measured:
         why = f"exited with {done.returncode}" if done.returncode else "measured no kernel (does `kernel` match?)"

@@ -4,7 +4,9 @@ Each item runs in its own process: a notebook through pytest/nbval (or, with `sa
 `gpu-ml execute`, which writes its outputs back), a test file through pytest. First the test files,
 several at once (they time nothing that a neighbour could disturb), on the GPUs in turn, while every
 notebook's `%%cuda` cells are compiled into the build cache on the other cores; then the notebooks,
-whose benchmarks need a GPU to themselves: one worker per GPU (`CUDA_VISIBLE_DEVICES`). Test files that
+whose benchmarks need a GPU to themselves: one worker per GPU (`CUDA_VISIBLE_DEVICES`); with more workers than
+GPUs, notebooks share a GPU, each `#| gpu` cell and measurement with the GPU to itself (`sharing_gpus`), and a
+notebook starts only when its recorded peak of GPU memory fits beside those running there. Test files that
 never touch a GPU (`pytestmark = pytest.mark.cpu_only`) run beside the notebooks instead, on the spare cores.
 Each worker takes the items planned for it, longest first, from the times of the last run. `shard` runs one part
 of the suite (i of n). Each item's time and result are recorded in results/suite/<gpu>.json, which
@@ -17,6 +19,7 @@ import contextlib
 import datetime
 import functools
 import json
+import math
 import os
 import subprocess
 import sys
@@ -33,6 +36,8 @@ from gpu_ml.results import project_root, slug
 TESTPATHS = ("00-prerequisites", "triton", "cuda", "transformer-math")  # notebooks; test files are under tests/
 CPU_ONLY = "pytestmark = pytest.mark.cpu_only"  # the line that marks a test file as never touching a GPU
 DEFAULT_SECONDS = 60.0  # the planning guess for an item without a recorded time
+DEFAULT_PEAK_GIB = 16.0  # the guess for a notebook without a recorded peak of GPU memory, when notebooks share a GPU
+MEMORY_SHARE = 0.85  # of a GPU's memory, what the peaks of the notebooks sharing it may add up to
 Outcome = tuple[float, bool, str]  # seconds, passed, the end of its output
 
 
@@ -89,15 +94,36 @@ def run_item(item: str, gpu: int | None, save: bool, timeout: float, root: Path)
 
 
 def run(queues: list[list[str]], runner: Callable[[str, int | None], Outcome], gpus: int,
-        ended: Callable[[str, Outcome], None] | None = None) -> dict[str, Outcome]:
+        ended: Callable[[str, Outcome], None] | None = None, *, peaks: dict[str, float] | None = None,
+        capacity: float = math.inf) -> dict[str, Outcome]:
     """Run each queue on its own thread (worker w on GPU w mod `gpus` when there are several GPUs); every item's
-    outcome, printed as it ends and handed to `ended` (one call at a time)."""
+    outcome, printed as it ends and handed to `ended` (one call at a time). With `peaks` (GiB of GPU memory per item,
+    from its last saved run; DEFAULT_PEAK_GIB when unknown), an item waits until its peak fits in `capacity` GiB
+    beside the peaks of the items running on its GPU, or nothing runs there: notebooks that share a GPU never ask
+    for more memory together than it has."""
     outcomes: dict[str, Outcome] = {}
     lock = threading.Lock()
+    memory = threading.Condition()
+    in_use = [0.0] * max(1, gpus)  # GiB of the running items' peaks, per GPU
+    running = [0] * max(1, gpus)
 
     def work(w: int, queue: list[str]) -> None:
+        gpu = w % gpus if gpus > 1 else None
+        slot = gpu or 0
         for item in queue:
-            outcome = runner(item, w % gpus if gpus > 1 else None)
+            known = (peaks or {}).get(item)
+            need = 0.0 if peaks is None else DEFAULT_PEAK_GIB if known is None else known
+            with memory:
+                memory.wait_for(lambda need=need: running[slot] == 0 or in_use[slot] + need <= capacity)
+                in_use[slot] += need
+                running[slot] += 1
+            try:
+                outcome = runner(item, gpu)
+            finally:
+                with memory:
+                    in_use[slot] -= need
+                    running[slot] -= 1
+                    memory.notify_all()
             with lock:
                 outcomes[item] = outcome
                 print(f"{'ok  ' if outcome[1] else 'FAIL'} {outcome[0]:7.1f} s  worker {w}  {item}", flush=True)
@@ -207,7 +233,7 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
     def ended(item: str, outcome: Outcome) -> None:  # recorded as it ends: a run cut short keeps what it finished
         seconds_taken, ok, output = outcome
         with record_lock:
-            previous[item] = {"seconds": round(seconds_taken, 1), "passed": ok}
+            previous[item] = previous.get(item, {}) | {"seconds": round(seconds_taken, 1), "passed": ok}
             if save and ok and item.endswith(".ipynb"):  # gpu-ml execute wrote its peak into the notebook
                 previous[item]["peak_gpu_memory_gib"] = json.loads((root / item).read_text())["metadata"].get(
                     "gpu_ml", {}).get("peak_gpu_memory_gib")
@@ -232,8 +258,11 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
         cpu_tests = threading.Thread(
             target=lambda: side.update(run(plan(beside, test_workers, seconds), runner, 0, ended=ended)))
         cpu_tests.start()
+        peaks = {k: v.get("peak_gpu_memory_gib") for k, v in previous.items()} if sharing else None
+        capacity = MEMORY_SHARE * torch.cuda.mem_get_info(0)[1] / 2**30 if sharing else math.inf
         with sharing_gpus(sharing):
-            outcomes |= run(plan(notebooks, workers, seconds), runner, gpus=gpu_count, ended=ended)
+            outcomes |= run(plan(notebooks, workers, seconds), runner, gpus=gpu_count, ended=ended, peaks=peaks,
+                            capacity=capacity)
         cpu_tests.join()
         outcomes |= side
     wall = time.perf_counter() - start

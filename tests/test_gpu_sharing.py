@@ -36,7 +36,7 @@ def lock_file(tmp_path, monkeypatch):
     bench.hold_gpu(None)
     if bench._lock["fd"] is not None:
         os.close(bench._lock["fd"])
-    bench._lock.update(fd=None, held=None)
+    bench._lock.update(path=None, fd=None, held=None)
 
 
 def _holder(mode: str, seconds: float, tmp_path) -> tuple[subprocess.Popen, float]:
@@ -55,7 +55,7 @@ def test_without_the_variable_nothing_is_locked(monkeypatch):
     monkeypatch.delenv(bench.SHARED_GPU_LOCK, raising=False)
     with bench.gpu_alone():
         bench.hold_gpu("shared")
-    assert bench._lock == {"fd": None, "held": None}
+    assert bench._lock == {"path": None, "fd": None, "held": None}
     with pytest.raises(ValueError, match="mode must be"):
         bench.hold_gpu("mine")
 
@@ -124,3 +124,15 @@ def test_a_notebook_kernel_holds_the_lock_by_cell(tmp_path, monkeypatch):
                    ("#| gpu\nraise RuntimeError('a GPU cell ran on a CPU')", ["gpu"]))
     cli.main(["execute", str(nb)])
     assert nbformat.read(nb, as_version=4).cells[1].outputs[0]["text"] == "shared\n"
+
+
+def test_a_kernel_claims_the_lock_so_that_the_processes_it_starts_neither_wait_nor_take_it(lock_file, tmp_path):
+    """A `#| gpu` cell that profiles a workload in a child process holds the lock exclusively: the child must not
+    wait for it (it would wait for ever), so the variable is taken out of the kernel's environment."""
+    assert bench.claim_gpu_lock() and bench.SHARED_GPU_LOCK not in os.environ
+    with bench.gpu_alone():
+        assert bench._lock["held"] == "exclusive"
+        child = subprocess.run([sys.executable, "-c", HOLD, "exclusive", str(tmp_path / "ready"), "0"],
+                               capture_output=True, text=True, timeout=60)
+        assert child.returncode == 0 and (tmp_path / "ready").exists()  # it ran, holding nothing
+    assert bench._lock["path"] == str(lock_file) and bench.claim_gpu_lock()  # kept: claiming again changes nothing

@@ -3,6 +3,8 @@
 import json
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -84,6 +86,9 @@ def test_main_runs_reports_and_records(tmp_path, monkeypatch, capsys):
     assert suite.main(["triton/a.ipynb"], save=True, root=tmp_path, runner=runner) == 0
     record = json.loads((tmp_path / "results" / "suite" / "cpu.json").read_text())
     assert record["items"]["triton/a.ipynb"] == {"seconds": 2.0, "passed": True, "peak_gpu_memory_gib": 3.25}
+    assert suite.main(["triton/a.ipynb"], root=tmp_path, runner=runner) == 0  # a run without --save keeps the peak
+    record = json.loads((tmp_path / "results" / "suite" / "cpu.json").read_text())
+    assert record["items"]["triton/a.ipynb"]["peak_gpu_memory_gib"] == 3.25
     with pytest.raises(ValueError, match="not notebooks or test files of the suite: triton/nope.ipynb"):
         suite.main(["triton/nope.ipynb"], root=tmp_path, runner=runner)
     for spec in ("3", "2-4", "a/b"):
@@ -135,6 +140,28 @@ def test_run_spreads_workers_over_the_gpus():
     assert sorted(seen) == [("a", 0), ("b", 1), ("c", 0)]
     suite.run([["d"]], lambda item, gpu: (seen.append((item, gpu)), (1.0, True, ""))[1], gpus=1)
     assert seen[-1] == ("d", None)  # one GPU: nothing to choose
+
+
+def test_notebooks_sharing_a_gpu_start_only_when_their_peaks_fit_beside_the_running_ones():
+    running, together = set(), []
+    guard = threading.Lock()
+
+    def runner(item, gpu):
+        with guard:
+            running.add(item)
+            together.append(frozenset(running))
+        time.sleep(0.2)
+        with guard:
+            running.discard(item)
+        return (0.2, True, "")
+
+    peaks = {"big1": 60.0, "big2": 60.0, "small": 10.0}  # "unknown": DEFAULT_PEAK_GIB
+    suite.run([["big1"], ["big2"], ["small", "unknown"]], runner, gpus=1, peaks=peaks, capacity=100.0)
+    assert not any({"big1", "big2"} <= s for s in together)  # 120 GiB together: never side by side
+    assert any(len(s) >= 2 for s in together)  # but the small ones ran beside a big one
+    together.clear()
+    suite.run([["huge"]], runner, gpus=1, peaks={"huge": 500.0}, capacity=100.0)  # alone, it runs anyway
+    assert together == [frozenset({"huge"})]
 
 
 def test_build_cuda_cells_builds_each_notebook_with_cuda_cells_in_a_process(tmp_path, monkeypatch):

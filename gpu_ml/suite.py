@@ -182,8 +182,8 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
          prebuild: Callable[[list[str]], str] | None = None) -> int:
     """Collect (or take `only`, checked against what is collected), shard, plan, run, report and record; 0 when
     every item passed. The test files run `test_workers` at a time (default: 8, at most one per core) while
-    `prebuild` (default: build_cuda_cells on the other cores, when a GPU is present) compiles the notebooks'
-    CUDA cells; then the notebooks run `workers` at a time (default: one per GPU)."""
+    `prebuild` (default: build_cuda_cells on the other cores, when a GPU is present and there are test files)
+    compiles the notebooks' CUDA cells; then the notebooks run `workers` at a time (default: one per GPU)."""
     import torch
 
     root = project_root(root)
@@ -215,7 +215,7 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
     notebooks = [i for i in items if i.endswith(".ipynb")]
     beside = [t for t in tests if notebooks and CPU_ONLY in (root / t).read_text()]  # run beside the notebooks
     tests = [t for t in tests if t not in beside]
-    if prebuild is None and gpu_count:
+    if prebuild is None and gpu_count and tests:  # without test files to hide behind, each notebook builds its own
         prebuild = functools.partial(build_cuda_cells, root=root, processes=max(1, cores - test_workers))
     path = record_path(root, gpu_name)
     previous = json.loads(path.read_text())["items"] if path.exists() else {}

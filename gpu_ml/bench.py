@@ -11,8 +11,9 @@ from collections.abc import Callable, Iterator, Sequence
 from gpu_ml.env import has_gpu
 
 SHARED_GPU_LOCK = "GPU_ML_GPU_LOCK"  # a lock file, set by `gpu-ml test` when notebooks share one GPU
-_lock = {"path": None, "fd": None, "held": None}  # this process's lock file (see claim_gpu_lock), its open file and
-# what it holds: None, "shared", "exclusive"
+STARTED = "GPU_ML_GPU_LOCK_STARTED"  # a file this process creates once it takes the lock itself (gpu_ml.suite.run_item)
+_lock = {"path": None, "fd": None, "held": None, "started": None}  # this process's lock file (see claim_gpu_lock),
+# its open file, what it holds (None, "shared", "exclusive") and the file that says it has started
 
 
 def claim_gpu_lock() -> bool:
@@ -20,8 +21,9 @@ def claim_gpu_lock() -> bool:
     that the processes it starts (a profiled workload, a compiler) neither wait for a lock this process holds nor
     take it: they run inside this process's cell. True when there was a lock file to keep."""
     path = os.environ.pop(SHARED_GPU_LOCK, None)
+    started = os.environ.pop(STARTED, None)
     if path:
-        _lock["path"] = path
+        _lock.update(path=path, started=started)
     return bool(_lock["path"])
 
 
@@ -37,6 +39,9 @@ def hold_gpu(mode: str | None) -> None:
 
     if _lock["fd"] is None:
         _lock["fd"] = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    if _lock["started"]:  # the runner held the lock for this notebook's start: it lets go now (not after: a wait)
+        open(_lock["started"], "w").close()
+        _lock["started"] = None
     fcntl.flock(_lock["fd"], {None: fcntl.LOCK_UN, "shared": fcntl.LOCK_SH, "exclusive": fcntl.LOCK_EX}[mode])
     _lock["held"] = mode
 

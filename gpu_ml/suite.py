@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from gpu_ml.bench import SHARED_GPU_LOCK
+from gpu_ml.bench import SHARED_GPU_LOCK, STARTED
 from gpu_ml.env import emulated
 from gpu_ml.results import project_root, slug
 
@@ -77,19 +77,41 @@ def command(item: str, save: bool) -> list[str]:
 
 
 def run_item(item: str, gpu: int | None, save: bool, timeout: float, root: Path) -> Outcome:
-    """Run one item in a child process, on GPU `gpu` if given; a time-out counts as a failure."""
+    """Run one item in a child process, on GPU `gpu` if given; a time-out counts as a failure. When notebooks share
+    the GPU, a notebook's start (its kernel, the torch import, a CUDA context) happens with the lock held shared on
+    its behalf until it takes the lock itself (`gpu_ml.bench.STARTED`): no measurement of another notebook runs
+    beside a notebook that is starting."""
     env = dict(os.environ)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
         if SHARED_GPU_LOCK in env:  # one lock per GPU
             env[SHARED_GPU_LOCK] += f".{gpu}"
+    holding = None
+    if SHARED_GPU_LOCK in env and item.endswith(".ipynb"):
+        import fcntl
+
+        env[STARTED] = f"{env[SHARED_GPU_LOCK]}.started.{os.getpid()}.{threading.get_ident()}"
+        holding = os.open(env[SHARED_GPU_LOCK], os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(holding, fcntl.LOCK_SH)
     start = time.perf_counter()
+    child = subprocess.Popen(command(item, save), cwd=root, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    if holding is not None:
+        def let_go() -> None:  # once the notebook holds the lock itself, or has ended
+            while not os.path.exists(env[STARTED]) and child.poll() is None:
+                time.sleep(0.05)
+            os.close(holding)
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(env[STARTED])
+
+        threading.Thread(target=let_go, daemon=True).start()
     try:
-        done = subprocess.run(command(item, save), cwd=root, env=env, capture_output=True, text=True,
-                              timeout=timeout)
-        passed, output = done.returncode == 0, done.stdout + done.stderr
-    except subprocess.TimeoutExpired as exc:
-        passed, output = False, f"timed out after {timeout:.0f} s\n{exc.stdout or ''}"
+        output, _ = child.communicate(timeout=timeout)
+        passed = child.returncode == 0
+    except subprocess.TimeoutExpired:
+        child.kill()
+        output = f"timed out after {timeout:.0f} s\n{child.communicate()[0] or ''}"
+        passed = False
     return time.perf_counter() - start, passed, output[-3000:]
 
 

@@ -7,6 +7,7 @@ import importlib
 import os
 import subprocess
 import sys
+import threading
 import time
 import types
 
@@ -36,7 +37,7 @@ def lock_file(tmp_path, monkeypatch):
     bench.hold_gpu(None)
     if bench._lock["fd"] is not None:
         os.close(bench._lock["fd"])
-    bench._lock.update(path=None, fd=None, held=None)
+    bench._lock.update(path=None, fd=None, held=None, started=None)
 
 
 def _holder(mode: str, seconds: float, tmp_path) -> tuple[subprocess.Popen, float]:
@@ -55,7 +56,7 @@ def test_without_the_variable_nothing_is_locked(monkeypatch):
     monkeypatch.delenv(bench.SHARED_GPU_LOCK, raising=False)
     with bench.gpu_alone():
         bench.hold_gpu("shared")
-    assert bench._lock == {"path": None, "fd": None, "held": None}
+    assert bench._lock == {"path": None, "fd": None, "held": None, "started": None}
     with pytest.raises(ValueError, match="mode must be"):
         bench.hold_gpu("mine")
 
@@ -136,3 +137,42 @@ def test_a_kernel_claims_the_lock_so_that_the_processes_it_starts_neither_wait_n
                                capture_output=True, text=True, timeout=60)
         assert child.returncode == 0 and (tmp_path / "ready").exists()  # it ran, holding nothing
     assert bench._lock["path"] == str(lock_file) and bench.claim_gpu_lock()  # kept: claiming again changes nothing
+
+
+def test_a_starting_notebook_holds_the_lock_through_its_runner_until_it_takes_it_itself(lock_file, tmp_path,
+                                                                                         monkeypatch):
+    """gpu-ml test holds the lock shared while a notebook starts (its kernel, imports, CUDA context: work no
+    measurement of another notebook should run beside), and lets go once the notebook takes the lock itself."""
+    import fcntl
+
+    child = ("import os, sys, time\n"
+             "import importlib; bench = importlib.import_module('gpu_ml.bench')\n"
+             "time.sleep(1.0)  # starting: imports, a CUDA context\n"
+             "assert bench.claim_gpu_lock() and bench.STARTED not in os.environ\n"
+             "bench.hold_gpu('shared')  # its first cell: the runner lets go\n"
+             "bench.hold_gpu(None)\n"
+             "time.sleep(2.0)\n")
+    monkeypatch.setattr(suite, "command", lambda item, save: [sys.executable, "-c", child])
+    outcome = []
+    runner = threading.Thread(target=lambda: outcome.append(suite.run_item("a.ipynb", None, False, 60, tmp_path)))
+    runner.start()
+    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT)
+    try:
+        time.sleep(0.5)
+        with pytest.raises(BlockingIOError):  # a measurement now would wait
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        deadline = time.time() + 30
+        while True:  # once the child has taken the lock itself (and let it go), a measurement may run
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                assert time.time() < deadline, "the runner never let go"
+                time.sleep(0.05)
+        assert not outcome, "the runner let go only when the notebook ended"
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+    runner.join()
+    assert outcome[0][1], outcome[0][2]
+    assert not list(tmp_path.glob("gpu.lock.started.*"))  # cleaned up

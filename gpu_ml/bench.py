@@ -39,8 +39,9 @@ def hold_gpu(mode: str | None) -> None:
 
     if _lock["fd"] is None:
         _lock["fd"] = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    if _lock["started"]:  # the runner held the lock for this notebook's start: it lets go now (not after: a wait)
-        open(_lock["started"], "w").close()
+    started = _lock["started"] or os.environ.pop(STARTED, None)  # also before claim_gpu_lock: never a deadlock
+    if started:  # the runner held the lock for this notebook's start: it lets go now (not after: a wait)
+        open(started, "w").close()
         _lock["started"] = None
     fcntl.flock(_lock["fd"], {None: fcntl.LOCK_UN, "shared": fcntl.LOCK_SH, "exclusive": fcntl.LOCK_EX}[mode])
     _lock["held"] = mode

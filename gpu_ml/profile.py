@@ -8,6 +8,8 @@ Around it, what a lesson that reads counters needs: `require_metrics` checks met
 ncu (`--query-metrics`) before a long run; `cuda_functions_code` lets the child call `%%cuda` functions the notebook
 built; `group_launches` gathers the profiled launches of each kernel (or each step of several kernels);
 `text_table` prints rows without pandas; `Claim` and `judge` set a lesson's claim beside the counter that tests it.
+Where the driver keeps the counters from this user (ERR_NVGPUCTRPERM, as on Colab), `ncu` and `query_metrics` raise
+`CountersNotPermitted`, which says what can be done about it.
 """
 
 from __future__ import annotations
@@ -44,6 +46,26 @@ class Measurement:
     metric: str
     unit: str
     value: float | str  # a number where ncu printed one (thousands separators removed), else its text
+
+
+NOT_PERMITTED = "ERR_NVGPUCTRPERM"  # what ncu prints when the driver keeps the performance counters from this user
+
+
+class CountersNotPermitted(RuntimeError):
+    """ncu may not read this GPU's performance counters (ERR_NVGPUCTRPERM), as on Colab and many rented GPUs."""
+
+
+def _refuse_if_not_permitted(output: str) -> None:
+    """Raise CountersNotPermitted, with what to do about it, if ncu's `output` says ERR_NVGPUCTRPERM."""
+    if NOT_PERMITTED not in output:
+        return
+    said = next((line.strip() for line in output.splitlines() if NOT_PERMITTED in line), NOT_PERMITTED)
+    raise CountersNotPermitted(
+        "ncu may not read this GPU's performance counters (ERR_NVGPUCTRPERM): the NVIDIA driver lets only "
+        "administrators use them. On Colab and on many rented or shared GPUs you cannot change that. On your own "
+        "machine, run as an administrator (e.g. sudo) or set the driver option "
+        "NVreg_RestrictProfilingToAdminUsers=0 and reboot: NVIDIA's page \"ERR_NVGPUCTRPERM\" "
+        f"(https://developer.nvidia.com/ERR_NVGPUCTRPERM) says how.\nncu said: {said}")
 
 
 def find(name: str) -> str | None:
@@ -100,7 +122,8 @@ def ncu(code: str, *, kernel: str | None = None, metrics: Sequence[str] = DEFAUL
         clock_control: str | None = None) -> list[Measurement]:
     """Run `python -c code` under Nsight Compute and return what it measured on the first `count` kernel launches
     whose name matches the regex `kernel` (every kernel when None): the `metrics`, or a whole `section` instead
-    (e.g. "MemoryWorkloadAnalysis"). Raises RuntimeError with ncu's output if the run fails or measures nothing.
+    (e.g. "MemoryWorkloadAnalysis"). Raises RuntimeError with ncu's output if the run fails or measures nothing,
+    CountersNotPermitted (a RuntimeError) if it failed because the counters may not be read here.
 
     from_start=False profiles only the launches between `torch.cuda.profiler.start()` and `stop()` in `code`
     (`--profile-from-start off`): warm-up, compilation and set-up launches before it are not profiled.
@@ -121,6 +144,7 @@ def ncu(code: str, *, kernel: str | None = None, metrics: Sequence[str] = DEFAUL
         done = subprocess.run([*command, sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
     measured = parse_csv(done.stdout)
     if done.returncode != 0 or not measured:
+        _refuse_if_not_permitted(done.stdout + done.stderr)
         why = f"exited with {done.returncode}" if done.returncode else "measured no kernel (does `kernel` match?)"
         raise RuntimeError(f"ncu {why}:\n{(done.stdout + done.stderr)[-3000:]}")
     return measured
@@ -157,8 +181,10 @@ def parse_metric_list(output: str) -> set[str]:
 
 
 def query_metrics(timeout: float = 300) -> set[str]:
-    """The metric names (base names, e.g. `dram__bytes`) the installed ncu knows for this machine's GPU."""
+    """The metric names (base names, e.g. `dram__bytes`) the installed ncu knows for this machine's GPU.
+    Raises CountersNotPermitted where ncu says the counters may not be read here (ERR_NVGPUCTRPERM)."""
     done = subprocess.run([tool("ncu"), "--query-metrics"], capture_output=True, text=True, timeout=timeout)
+    _refuse_if_not_permitted(done.stdout + done.stderr)  # its list of names never contains the code
     if done.returncode != 0:
         raise RuntimeError(f"ncu --query-metrics exited with {done.returncode}:\n{(done.stdout + done.stderr)[-3000:]}")
     return parse_metric_list(done.stdout)

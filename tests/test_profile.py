@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import stat
+import subprocess
 
 import pytest
 
@@ -162,6 +163,64 @@ def test_query_metrics_and_the_profile_options_reach_ncu(tmp_path, monkeypatch):
     _stand_in(tmp_path, "ncu", 'echo "==ERROR== no device"\nexit 1\n')
     with pytest.raises(RuntimeError, match="ncu --query-metrics exited with 1"):
         profile.query_metrics()
+
+
+# What ncu prints where the driver keeps the counters from this user (Colab, many rented GPUs).
+NOT_PERMITTED_OUTPUT = """==PROF== Connected to process 4242 (/usr/bin/python3.12)
+==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters on the \
+target device 0. For instructions on enabling permissions and to get more information see \
+https://developer.nvidia.com/ERR_NVGPUCTRPERM
+==PROF== Disconnected from process 4242
+==WARNING== No kernels were profiled.
+"""
+
+
+def _fake_ncu(monkeypatch, stdout: str, returncode: int, stderr: str = "") -> list[list[str]]:
+    """subprocess.run stands in for ncu (as found by `tool`): it prints `stdout` and exits with `returncode`."""
+    calls: list[list[str]] = []
+
+    def run(command, **kwargs):
+        calls.append(command)
+        return subprocess.CompletedProcess(command, returncode, stdout=stdout, stderr=stderr)
+
+    monkeypatch.setattr(profile, "tool", lambda name: f"/fake/{name}")
+    monkeypatch.setattr(profile.subprocess, "run", run)
+    return calls
+
+
+@pytest.mark.parametrize("returncode", [0, 1])  # with no kernel profiled, or ncu's own failure
+def test_counters_not_permitted_is_its_own_error(monkeypatch, returncode):
+    calls = _fake_ncu(monkeypatch, NOT_PERMITTED_OUTPUT, returncode)
+    with pytest.raises(profile.CountersNotPermitted) as refused:
+        profile.ncu("pass")
+    message = str(refused.value)
+    assert isinstance(refused.value, RuntimeError) and calls[0][0] == "/fake/ncu"
+    for said in ("ERR_NVGPUCTRPERM", "only administrators", "On Colab", "NVreg_RestrictProfilingToAdminUsers=0",
+                 "https://developer.nvidia.com/ERR_NVGPUCTRPERM", "ncu said: ==ERROR== ERR_NVGPUCTRPERM - The user"):
+        assert said in message, (said, message)
+    with pytest.raises(profile.CountersNotPermitted, match="NVreg_RestrictProfilingToAdminUsers=0"):
+        profile.query_metrics()
+    with pytest.raises(profile.CountersNotPermitted):
+        profile.require_metrics(["dram__bytes.sum"])  # asks query_metrics
+    _fake_ncu(monkeypatch, "", returncode, stderr=NOT_PERMITTED_OUTPUT)  # found on stderr as well
+    with pytest.raises(profile.CountersNotPermitted):
+        profile.ncu("pass")
+
+
+def test_other_ncu_failures_stay_plain_runtime_errors(monkeypatch):
+    _fake_ncu(monkeypatch, "==ERROR== the profiler failed\n", 1)
+    with pytest.raises(RuntimeError, match="ncu exited with 1:\n==ERROR== the profiler failed") as failed:
+        profile.ncu("pass")
+    assert not isinstance(failed.value, profile.CountersNotPermitted)
+    with pytest.raises(RuntimeError, match="ncu --query-metrics exited with 1") as failed:
+        profile.query_metrics()
+    assert not isinstance(failed.value, profile.CountersNotPermitted)
+    _fake_ncu(monkeypatch, "==WARNING== No kernels were profiled.\n", 0)
+    with pytest.raises(RuntimeError, match="measured no kernel") as failed:
+        profile.ncu("pass")
+    assert not isinstance(failed.value, profile.CountersNotPermitted)
+    _fake_ncu(monkeypatch, NCU_OUTPUT, 0)  # and a profile that worked is read as before
+    assert len(profile.ncu("pass")) == 3
 
 
 def test_profiled_launches_are_grouped_by_kernel_name():

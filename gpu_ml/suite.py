@@ -8,6 +8,8 @@ whose benchmarks need a GPU to themselves: one worker per GPU (`CUDA_VISIBLE_DEV
 GPUs, notebooks share a GPU, each `#| gpu` cell and measurement with the GPU to itself (`sharing_gpus`), and a
 notebook starts only when its recorded peak of GPU memory fits beside those running there. Test files that
 never touch a GPU (`pytestmark = pytest.mark.cpu_only`) run beside the notebooks instead, on the spare cores.
+Under GPU_ML_EMULATE (a run that records no figure and asserts no bar) notebooks sharing a GPU run all their cells
+side by side, each planned with its peak from this GPU's record, at most the profile's memory.
 Each worker takes the items planned for it, longest first, from the times of the last run. `shard` runs one part
 of the suite (i of n). Each item's time and result are recorded in results/suite/<gpu>.json, which
 the next run plans with.
@@ -281,6 +283,11 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
             target=lambda: side.update(run(plan(beside, test_workers, seconds), runner, 0, ended=ended)))
         cpu_tests.start()
         peaks = {k: v.get("peak_gpu_memory_gib") for k, v in previous.items()} if sharing else None
+        if sharing and profile is not None:  # no emulated run saves a peak: the GPU's own, at most the profile's
+            native = record_path(root, torch.cuda.get_device_name(0))
+            known = json.loads(native.read_text())["items"] if native.exists() else {}
+            peaks = {nb: min(profile[2], known.get(nb, {}).get("peak_gpu_memory_gib") or DEFAULT_PEAK_GIB)
+                     for nb in notebooks}
         capacity = MEMORY_SHARE * torch.cuda.mem_get_info(0)[1] / 2**30 if sharing else math.inf
         with sharing_gpus(sharing):
             outcomes |= run(plan(notebooks, workers, seconds), runner, gpus=gpu_count, ended=ended, peaks=peaks,

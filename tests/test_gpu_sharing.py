@@ -176,3 +176,15 @@ def test_a_starting_notebook_holds_the_lock_through_its_runner_until_it_takes_it
     runner.join()
     assert outcome[0][1], outcome[0][2]
     assert not list(tmp_path.glob("gpu.lock.started.*"))  # cleaned up
+
+
+def test_under_emulation_a_measurement_shares_the_gpu(lock_file, tmp_path, monkeypatch):
+    monkeypatch.setenv("GPU_ML_EMULATE", "t4")  # records no figure, asserts no bar: nothing to measure alone
+    child, _ = _holder("shared", 1.0, tmp_path)  # another notebook's cell
+    with bench.gpu_alone():
+        assert bench._lock["held"] == "shared"
+        entered = time.time()
+    assert entered < float(child.communicate()[0])  # beside the other cell, not after it
+    notebook._hold_for_cell(types.SimpleNamespace(raw_cell="#| gpu\nbench(f)"))
+    assert bench._lock["held"] == "shared"
+    notebook._release_after_cell(None)

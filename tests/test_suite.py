@@ -1,6 +1,7 @@
 """`gpu-ml test` (gpu_ml.suite): collect, shard, plan over workers, run, record the times."""
 
 import json
+import math
 import subprocess
 import sys
 import threading
@@ -112,6 +113,34 @@ def test_an_emulated_run_has_its_own_record_and_saves_no_outputs(tmp_path, monke
     assert suite.main(root=tmp_path, runner=runner, prebuild=lambda nbs: "") == 0
     assert (tmp_path / "results" / "suite" / "tesla-t4-emulated.json").exists()
     assert not (tmp_path / "results" / "suite" / "nvidia-h200.json").exists()
+
+
+def test_notebooks_sharing_a_gpu_under_emulation_plan_with_the_gpus_own_peaks_capped_by_the_profile(tmp_path,
+                                                                                                    monkeypatch):
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "triton").mkdir()
+    for name in "abc":
+        (tmp_path / f"triton/{name}.ipynb").write_text("{}")
+    (tmp_path / "results/suite").mkdir(parents=True)
+    (tmp_path / "results/suite/nvidia-h200.json").write_text(json.dumps({"items": {
+        "triton/a.ipynb": {"seconds": 1.0, "peak_gpu_memory_gib": 90.0},
+        "triton/b.ipynb": {"seconds": 1.0, "peak_gpu_memory_gib": 2.0}}}))
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    monkeypatch.setattr("torch.cuda.device_count", lambda: 1)
+    monkeypatch.setattr("torch.cuda.get_device_name", lambda *a: "NVIDIA H200")
+    monkeypatch.setattr("torch.cuda.mem_get_info", lambda *a: (0, 141 * 2**30))
+    seen = {}
+
+    def run(queues, runner, gpus, ended=None, *, peaks=None, capacity=math.inf):
+        seen.update(peaks or {})
+        return {item: (1.0, True, "") for queue in queues for item in queue}
+
+    monkeypatch.setattr(suite, "run", run)
+    for profile, capped in (("a100", 80.0), ("t4", 15.0)):
+        monkeypatch.setenv("GPU_ML_EMULATE", profile)
+        assert suite.main(workers=3, root=tmp_path, runner=lambda item, gpu: (1.0, True, "")) == 0
+        assert seen == {"triton/a.ipynb": capped, "triton/b.ipynb": 2.0,
+                        "triton/c.ipynb": min(capped, suite.DEFAULT_PEAK_GIB)}
 
 
 def test_each_item_is_recorded_as_it_ends(tmp_path, monkeypatch):

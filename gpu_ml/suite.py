@@ -9,7 +9,8 @@ GPUs, notebooks share a GPU, each `#| gpu` cell and measurement with the GPU to 
 notebook starts only when its recorded peak of GPU memory fits beside those running there. Test files that
 never touch a GPU (`pytestmark = pytest.mark.cpu_only`) run beside the notebooks instead, on the spare cores.
 Under GPU_ML_EMULATE (a run that records no figure and asserts no bar) notebooks sharing a GPU run all their cells
-side by side, each planned with its peak from this GPU's record, at most the profile's memory.
+side by side, each planned with its time and peak from this GPU's own record (the peak at most the profile's memory)
+where the emulated record has none.
 Each worker takes the items planned for it, longest first, from the times of the last run. `shard` runs one part
 of the suite (i of n). Each item's time and result are recorded in results/suite/<gpu>.json, which
 the next run plans with.
@@ -243,7 +244,11 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
         prebuild = functools.partial(build_cuda_cells, root=root, processes=max(1, cores - test_workers))
     path = record_path(root, gpu_name)
     previous = json.loads(path.read_text())["items"] if path.exists() else {}
-    seconds = {k: v["seconds"] for k, v in previous.items()}
+    native = {}  # under emulation, this GPU's own record: the times and peaks an emulated run has not recorded
+    if profile is not None and gpu_count:
+        own = record_path(root, torch.cuda.get_device_name(0))
+        native = json.loads(own.read_text())["items"] if own.exists() else {}
+    seconds = {k: v["seconds"] for k, v in (native | previous).items()}
     sharing = bool(gpu_count) and workers > gpu_count
     print(f"{len(tests)} test files on {test_workers} worker(s), then {len(notebooks)} notebooks on {workers} "
           f"worker(s) beside {len(beside)} CPU-only test files ({gpu_name})"
@@ -284,9 +289,7 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
         cpu_tests.start()
         peaks = {k: v.get("peak_gpu_memory_gib") for k, v in previous.items()} if sharing else None
         if sharing and profile is not None:  # no emulated run saves a peak: the GPU's own, at most the profile's
-            native = record_path(root, torch.cuda.get_device_name(0))
-            known = json.loads(native.read_text())["items"] if native.exists() else {}
-            peaks = {nb: min(profile[2], known.get(nb, {}).get("peak_gpu_memory_gib") or DEFAULT_PEAK_GIB)
+            peaks = {nb: min(profile[2], native.get(nb, {}).get("peak_gpu_memory_gib") or DEFAULT_PEAK_GIB)
                      for nb in notebooks}
         capacity = MEMORY_SHARE * torch.cuda.mem_get_info(0)[1] / 2**30 if sharing else math.inf
         with sharing_gpus(sharing):

@@ -94,6 +94,7 @@ def test_a_folder_whose_files_disagree_is_refused(tmp_path):
 
 
 def test_record_and_render_table(tmp_path, monkeypatch):
+    monkeypatch.delenv("GPU_ML_EMULATE", raising=False)  # the GPU it names is the one it fakes, not an emulated one
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "README.md").write_text(f"intro\n{results.START}\nold\n{results.END}\nend\n")
     monkeypatch.setattr(results, "has_gpu", lambda: True)
@@ -168,6 +169,7 @@ def test_bar_elsewhere_prints_the_reference_figure_and_never_fails(monkeypatch, 
 
 
 def test_reference_gpu_class(monkeypatch):
+    monkeypatch.delenv("GPU_ML_EMULATE", raising=False)  # the GPU it names is the one it fakes, not an emulated one
     monkeypatch.setattr(results, "has_gpu", lambda: True)
     for name, expected in (("NVIDIA H200", True), ("NVIDIA H100 80GB HBM3", True), ("Tesla T4", False),
                            ("NVIDIA A100-SXM4-80GB", False), ("NVIDIA GeForce RTX 4090", False)):

@@ -212,6 +212,7 @@ def test_check_relative_error_ignores_expected_values_near_zero(capsys):
 def test_fits_compares_with_the_memory_this_process_may_still_allocate(monkeypatch):
     from gpu_ml import env, notebook
 
+    monkeypatch.delenv("GPU_ML_EMULATE", raising=False)  # set below: the memory it fakes, then the profile's
     monkeypatch.setattr(notebook, "free_memory", lambda: 10 * 2**30)
     assert notebook.fits(9 * 2**30) and not notebook.fits(9.5 * 2**30) and notebook.fits(9.5 * 2**30, share=1.0)
     monkeypatch.setattr(notebook, "free_memory", lambda: None)  # no GPU: nothing fits

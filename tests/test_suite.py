@@ -45,6 +45,7 @@ def test_commands():
 
 
 def test_main_runs_reports_and_records(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("GPU_ML_EMULATE", raising=False)  # it saves outputs, which an emulated run refuses
     (tmp_path / "pyproject.toml").write_text("")
     for path in ("triton/a.ipynb", "cuda/b.ipynb", "tests/test_c.py", "tests/test_d.py"):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from kernel_checks import DEVICE, FLOATS, GPU, assert_as_accurate_as_torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from gpu_ml.env import capability
 from gpu_ml.kernels.triton import flash_attention as fa
 from gpu_ml.kernels.triton import flash_attention_backward as fab
 from gpu_ml.kernels.triton import linear as lin
@@ -80,7 +81,7 @@ def test_matmul_views_and_refusals():
         mm.matmul_grouped(x, x, bias=torch.zeros(16, device=DEVICE)[::2])
 
 
-@pytest.mark.skipif(not GPU or torch.cuda.get_device_capability()[0] < 9, reason="TMA needs Hopper")
+@pytest.mark.skipif(not GPU or capability() < (9, 0), reason="TMA needs Hopper")
 @pytest.mark.parametrize(("M", "N", "K"), [(1, 8, 8), (200, 136, 72), (1000, 1032, 200), (1637, 3072, 640)])
 def test_matmul_tma_kernels(M, N, K):
     a = torch.randn(M, K, device=DEVICE, dtype=torch.bfloat16)

@@ -8,12 +8,13 @@ import os
 import statistics
 from collections.abc import Callable, Iterator, Sequence
 
-from gpu_ml.env import emulated, has_gpu
+from gpu_ml.env import has_gpu
 
 SHARED_GPU_LOCK = "GPU_ML_GPU_LOCK"  # a lock file, set by `gpu-ml test` when notebooks share one GPU
 STARTED = "GPU_ML_GPU_LOCK_STARTED"  # a file this process creates once it takes the lock itself (gpu_ml.suite.run_item)
-_lock = {"path": None, "fd": None, "held": None, "started": None}  # this process's lock file (see claim_gpu_lock),
-# its open file, what it holds (None, "shared", "exclusive") and the file that says it has started
+_lock = {"path": None, "fd": None, "turn": None, "held": None, "started": None}  # this process's lock file (see
+# claim_gpu_lock), its open file and turnstile (take_in_turn), what it holds (None, "shared", "exclusive") and the
+# file that says it has started
 
 
 def claim_gpu_lock() -> bool:
@@ -27,27 +28,41 @@ def claim_gpu_lock() -> bool:
     return bool(_lock["path"])
 
 
+def take_in_turn(fd: int, turn: int, mode: str | None) -> None:
+    """flock the lock file `fd` in `mode` ("shared", "exclusive" or None: let go) behind the turnstile file `turn`:
+    an exclusive holder takes the turnstile first and keeps it until it lets go, and a shared one passes through it,
+    so that a measurement waiting for the cells running now keeps new ones from starting (flock alone would let
+    shared holders in ahead of it for ever). Whatever `fd` held is let go first: never wait holding it."""
+    import fcntl  # POSIX only, as `gpu-ml test` is; imported here so that gpu_ml loads everywhere
+
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    fcntl.flock(turn, fcntl.LOCK_UN)  # held only by an exclusive holder; a no-op otherwise
+    if mode is None:
+        return
+    fcntl.flock(turn, fcntl.LOCK_EX)
+    fcntl.flock(fd, fcntl.LOCK_EX if mode == "exclusive" else fcntl.LOCK_SH)
+    if mode == "shared":
+        fcntl.flock(turn, fcntl.LOCK_UN)
+
+
 def hold_gpu(mode: str | None) -> None:
     """Take the shared-GPU lock in `mode` ("shared": other notebooks may run cells too; "exclusive": none may;
-    None: release it), waiting as long as needed. Nothing happens unless GPU_ML_GPU_LOCK names a lock file. Under
-    GPU_ML_EMULATE "exclusive" is taken as "shared": an emulated run records no figure and asserts no bar, so its
-    notebooks need not measure alone."""
+    None: release it), waiting as long as needed (take_in_turn). Nothing happens unless GPU_ML_GPU_LOCK names a
+    lock file."""
     if mode not in (None, "shared", "exclusive"):
         raise ValueError(f"mode must be None, 'shared' or 'exclusive', got {mode!r}")
-    if mode == "exclusive" and emulated() is not None:
-        mode = "shared"
     path = _lock["path"] or os.environ.get(SHARED_GPU_LOCK)
     if not path or mode == _lock["held"]:
         return
-    import fcntl  # POSIX only, as `gpu-ml test` is; imported here so that gpu_ml loads everywhere
-
     if _lock["fd"] is None:
         _lock["fd"] = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        _lock["turn"] = os.open(f"{path}.turn", os.O_RDWR | os.O_CREAT, 0o644)
     started = _lock["started"] or os.environ.pop(STARTED, None)  # also before claim_gpu_lock: never a deadlock
     if started:  # the runner held the lock for this notebook's start: it lets go now (not after: a wait)
         open(started, "w").close()
         _lock["started"] = None
-    fcntl.flock(_lock["fd"], {None: fcntl.LOCK_UN, "shared": fcntl.LOCK_SH, "exclusive": fcntl.LOCK_EX}[mode])
+    _lock["held"] = None
+    take_in_turn(_lock["fd"], _lock["turn"], mode)
     _lock["held"] = mode
 
 

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from gpu_ml.bench import SHARED_GPU_LOCK, STARTED
+from gpu_ml.bench import SHARED_GPU_LOCK, STARTED, take_in_turn
 from gpu_ml.env import emulated
 from gpu_ml.results import project_root, slug
 
@@ -91,11 +91,9 @@ def run_item(item: str, gpu: int | None, save: bool, timeout: float, root: Path)
             env[SHARED_GPU_LOCK] += f".{gpu}"
     holding = None
     if SHARED_GPU_LOCK in env and item.endswith(".ipynb"):
-        import fcntl
-
         env[STARTED] = f"{env[SHARED_GPU_LOCK]}.started.{os.getpid()}.{threading.get_ident()}"
-        holding = os.open(env[SHARED_GPU_LOCK], os.O_RDWR | os.O_CREAT, 0o644)
-        fcntl.flock(holding, fcntl.LOCK_SH)
+        holding = [os.open(f"{env[SHARED_GPU_LOCK]}{end}", os.O_RDWR | os.O_CREAT, 0o644) for end in ("", ".turn")]
+        take_in_turn(*holding, "shared")
     start = time.perf_counter()
     child = subprocess.Popen(command(item, save), cwd=root, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
@@ -103,7 +101,8 @@ def run_item(item: str, gpu: int | None, save: bool, timeout: float, root: Path)
         def let_go() -> None:  # once the notebook holds the lock itself, or has ended
             while not os.path.exists(env[STARTED]) and child.poll() is None:
                 time.sleep(0.05)
-            os.close(holding)
+            for fd in holding:
+                os.close(fd)
             with contextlib.suppress(FileNotFoundError):
                 os.remove(env[STARTED])
 

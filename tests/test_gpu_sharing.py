@@ -36,9 +36,10 @@ def lock_file(tmp_path, monkeypatch):
     monkeypatch.setenv(bench.SHARED_GPU_LOCK, str(path))
     yield path
     bench.hold_gpu(None)
-    if bench._lock["fd"] is not None:
-        os.close(bench._lock["fd"])
-    bench._lock.update(path=None, fd=None, held=None, started=None)
+    for fd in (bench._lock["fd"], bench._lock["turn"]):
+        if fd is not None:
+            os.close(fd)
+    bench._lock.update(path=None, fd=None, turn=None, held=None, started=None)
 
 
 def _holder(mode: str, seconds: float, tmp_path) -> tuple[subprocess.Popen, float]:
@@ -57,7 +58,7 @@ def test_without_the_variable_nothing_is_locked(monkeypatch):
     monkeypatch.delenv(bench.SHARED_GPU_LOCK, raising=False)
     with bench.gpu_alone():
         bench.hold_gpu("shared")
-    assert bench._lock == {"path": None, "fd": None, "held": None, "started": None}
+    assert bench._lock == {"path": None, "fd": None, "turn": None, "held": None, "started": None}
     with pytest.raises(ValueError, match="mode must be"):
         bench.hold_gpu("mine")
 
@@ -179,13 +180,35 @@ def test_a_starting_notebook_holds_the_lock_through_its_runner_until_it_takes_it
     assert not list(tmp_path.glob("gpu.lock.started.*"))  # cleaned up
 
 
-def test_under_emulation_a_measurement_shares_the_gpu(lock_file, tmp_path, monkeypatch):
-    monkeypatch.setenv("GPU_ML_EMULATE", "t4")  # records no figure, asserts no bar: nothing to measure alone
-    child, _ = _holder("shared", 1.0, tmp_path)  # another notebook's cell
-    with bench.gpu_alone():
-        assert bench._lock["held"] == "shared"
-        entered = time.time()
-    assert entered < float(child.communicate()[0])  # beside the other cell, not after it
+def test_a_waiting_measurement_keeps_new_cells_from_starting(lock_file, tmp_path):
+    go = tmp_path / "go"  # a third notebook, started now, starts a cell when told
+    wait = f"import os, time, gpu_ml.bench\nwhile not os.path.exists({str(go)!r}): time.sleep(0.01)\n"
+    late = subprocess.Popen([sys.executable, "-c", wait + HOLD, "shared", str(tmp_path / "ready-late"), "0"],
+                            stdout=subprocess.PIPE, text=True)
+    child, _ = _holder("shared", 1.0, tmp_path)  # another notebook's cell, running
+    times = {}
+
+    def measure():
+        with bench.gpu_alone():
+            times["in"] = time.time()
+            time.sleep(0.5)
+            times["out"] = time.time()
+
+    measuring = threading.Thread(target=measure)
+    measuring.start()
+    time.sleep(0.3)  # the measurement waits for the running cell; now the third notebook starts its cell
+    go.touch()
+    measuring.join()
+    started_late = float(late.communicate()[0])
+    assert times["in"] >= float(child.communicate()[0]) - 0.05  # after the running cell
+    assert started_late >= times["out"] - 0.05  # the late cell waited behind the measurement, not beside the first
+
+
+def test_under_emulation_cells_run_side_by_side_and_measurements_alone(lock_file, tmp_path, monkeypatch):
+    monkeypatch.setenv("GPU_ML_EMULATE", "t4")  # records no figure, asserts no bar: only bench() needs the GPU alone
     notebook._hold_for_cell(types.SimpleNamespace(raw_cell="#| gpu\nbench(f)"))
+    assert bench._lock["held"] == "shared"
+    with bench.gpu_alone():
+        assert bench._lock["held"] == "exclusive"
     assert bench._lock["held"] == "shared"
     notebook._release_after_cell(None)

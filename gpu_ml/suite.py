@@ -9,7 +9,7 @@ GPUs, notebooks share a GPU, each `#| gpu` cell and measurement with the GPU to 
 notebook starts only when its recorded peak of GPU memory fits beside those running there. Test files that
 never touch a GPU (`pytestmark = pytest.mark.cpu_only`) run beside the notebooks instead, on the spare cores.
 Under GPU_ML_EMULATE (a run that records no figure and asserts no bar) notebooks sharing a GPU run all their cells
-side by side, each planned with its time and peak from this GPU's own record (the peak at most the profile's memory)
+side by side, only their measurements alone, each planned with its time and peak from this GPU's own record (the peak at most the profile's memory)
 where the emulated record has none.
 Each worker takes the items planned for it, longest first, from the times of the last run. `shard` runs one part
 of the suite (i of n). Each item's time and result are recorded in results/suite/<gpu>.json, which

@@ -10,7 +10,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from gpu_ml.bench import claim_gpu_lock, hold_gpu
-from gpu_ml.env import Env, arch_number, capability, detect, emulated, free_memory, has_gpu, in_colab
+from gpu_ml.env import Env, arch_number, capability, detect, free_memory, has_gpu, in_colab
 
 if TYPE_CHECKING:
     import torch
@@ -80,10 +80,10 @@ def _prepare_ipython() -> None:
 
 def _hold_for_cell(info) -> None:
     """Under `gpu-ml test` with notebooks sharing one GPU: a `#| gpu` cell (it may time anything) runs with the GPU
-    to itself, any other cell beside other notebooks' cells (gpu_ml.bench.hold_gpu). Under GPU_ML_EMULATE, whose
-    runs record no figure and assert no bar, every cell runs beside the others; only measurements (gpu_alone) wait."""
-    gpu_cell = (info.raw_cell or "").lstrip().startswith("#| gpu")
-    hold_gpu("exclusive" if gpu_cell and emulated() is None else "shared")
+    to itself, any other cell beside other notebooks' cells (gpu_ml.bench.hold_gpu). Not only the measurements: with
+    long cells running beside it, each measurement would wait for the slowest of them (tried under GPU_ML_EMULATE:
+    1 of 18 notebooks ended in 220 s); and with nothing alone, speed comparisons that hold on any GPU fail."""
+    hold_gpu("exclusive" if (info.raw_cell or "").lstrip().startswith("#| gpu") else "shared")
 
 
 def _release_after_cell(result) -> None:

@@ -8,9 +8,8 @@ whose benchmarks need a GPU to themselves: one worker per GPU (`CUDA_VISIBLE_DEV
 GPUs, notebooks share a GPU, each `#| gpu` cell and measurement with the GPU to itself (`sharing_gpus`), and a
 notebook starts only when its recorded peak of GPU memory fits beside those running there. Test files that
 never touch a GPU (`pytestmark = pytest.mark.cpu_only`) run beside the notebooks instead, on the spare cores.
-Under GPU_ML_EMULATE (a run that records no figure and asserts no bar) notebooks sharing a GPU run all their cells
-side by side, only their measurements alone, each planned with its time and peak from this GPU's own record (the peak at most the profile's memory)
-where the emulated record has none.
+Under GPU_ML_EMULATE, items the emulated record lacks are planned with their time and peak from this GPU's own
+record (the peak at most the profile's memory).
 Each worker takes the items planned for it, longest first, from the times of the last run. `shard` runs one part
 of the suite (i of n). Each item's time and result are recorded in results/suite/<gpu>.json, which
 the next run plans with.

@@ -202,13 +202,3 @@ def test_a_waiting_measurement_keeps_new_cells_from_starting(lock_file, tmp_path
     started_late = float(late.communicate()[0])
     assert times["in"] >= float(child.communicate()[0]) - 0.05  # after the running cell
     assert started_late >= times["out"] - 0.05  # the late cell waited behind the measurement, not beside the first
-
-
-def test_under_emulation_cells_run_side_by_side_and_measurements_alone(lock_file, tmp_path, monkeypatch):
-    monkeypatch.setenv("GPU_ML_EMULATE", "t4")  # records no figure, asserts no bar: only bench() needs the GPU alone
-    notebook._hold_for_cell(types.SimpleNamespace(raw_cell="#| gpu\nbench(f)"))
-    assert bench._lock["held"] == "shared"
-    with bench.gpu_alone():
-        assert bench._lock["held"] == "exclusive"
-    assert bench._lock["held"] == "shared"
-    notebook._release_after_cell(None)

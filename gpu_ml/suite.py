@@ -250,8 +250,7 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
     sharing = bool(gpu_count) and workers > gpu_count
     print(f"{len(tests)} test files on {test_workers} worker(s), then {len(notebooks)} notebooks on {workers} "
           f"worker(s) beside {len(beside)} CPU-only test files ({gpu_name})"
-          f"{'; notebooks share a GPU' if sharing else ''}"
-          f"{', measuring with it to themselves' if sharing and not profile else ''}"
+          f"{'; notebooks share a GPU, measuring with it to themselves' if sharing else ''}"
           f"{'; notebook outputs saved' if save else ''}", flush=True)
     runner = runner or (lambda item, gpu: run_item(item, gpu, save, timeout, root))
     start = time.perf_counter()

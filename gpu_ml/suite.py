@@ -241,7 +241,8 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
     if prebuild is None and gpu_count and tests:  # without test files to hide behind, each notebook builds its own
         prebuild = functools.partial(build_cuda_cells, root=root, processes=max(1, cores - test_workers))
     path = record_path(root, gpu_name)
-    previous = json.loads(path.read_text())["items"] if path.exists() else {}
+    record = json.loads(path.read_text()) if path.exists() else {}  # other keys (a "note") are kept as they are
+    previous = record.get("items", {})
     native = {}  # under emulation, this GPU's own record: the times and peaks an emulated run has not recorded
     if profile is not None and gpu_count:
         own = record_path(root, torch.cuda.get_device_name(0))
@@ -265,10 +266,10 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
                 previous[item]["peak_gpu_memory_gib"] = json.loads((root / item).read_text())["metadata"].get(
                     "gpu_ml", {}).get("peak_gpu_memory_gib")
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({"gpu": gpu_name, "date": datetime.date.today().isoformat(),
-                                        "workers": workers, "test_workers": test_workers,
-                                        "wall_s": round(time.perf_counter() - start, 1),
-                                        "items": dict(sorted(previous.items()))}, indent=1) + "\n")
+            path.write_text(json.dumps(record | {"gpu": gpu_name, "date": datetime.date.today().isoformat(),
+                                                 "workers": workers, "test_workers": test_workers,
+                                                 "wall_s": round(time.perf_counter() - start, 1),
+                                                 "items": dict(sorted(previous.items()))}, indent=1) + "\n")
         if not ok:
             print(f"\n--- {item} failed; the end of its output:\n{output}\n", flush=True)
 

@@ -88,9 +88,12 @@ def test_main_runs_reports_and_records(tmp_path, monkeypatch, capsys):
     assert suite.main(["triton/a.ipynb"], save=True, root=tmp_path, runner=runner) == 0
     record = json.loads((tmp_path / "results" / "suite" / "cpu.json").read_text())
     assert record["items"]["triton/a.ipynb"] == {"seconds": 2.0, "passed": True, "peak_gpu_memory_gib": 3.25}
+    path = tmp_path / "results" / "suite" / "cpu.json"
+    path.write_text(json.dumps(json.loads(path.read_text()) | {"note": "how the runs were made"}))  # by hand
     assert suite.main(["triton/a.ipynb"], root=tmp_path, runner=runner) == 0  # a run without --save keeps the peak
-    record = json.loads((tmp_path / "results" / "suite" / "cpu.json").read_text())
+    record = json.loads(path.read_text())
     assert record["items"]["triton/a.ipynb"]["peak_gpu_memory_gib"] == 3.25
+    assert record["note"] == "how the runs were made"  # and what it does not write
     with pytest.raises(ValueError, match="not notebooks or test files of the suite: triton/nope.ipynb"):
         suite.main(["triton/nope.ipynb"], root=tmp_path, runner=runner)
     for spec in ("3", "2-4", "a/b"):

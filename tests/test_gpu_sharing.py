@@ -32,7 +32,6 @@ print(time.time())
 def lock_file(tmp_path, monkeypatch):
     """GPU_ML_GPU_LOCK set for this process and its children; this process's lock state reset afterwards."""
     path = tmp_path / "gpu.lock"
-    monkeypatch.delenv("GPU_ML_EMULATE", raising=False)  # a native run's lock, whatever this shell emulates
     monkeypatch.setenv(bench.SHARED_GPU_LOCK, str(path))
     yield path
     bench.hold_gpu(None)

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import sys
 from pathlib import Path
 
+from gpu_ml.bench import SHARED_GPU_LOCK
 from gpu_ml.env import has_gpu, versions
 
 
@@ -54,7 +56,9 @@ def execute(path: Path, *, timeout: int = 1800, kernel: str = "python3") -> None
 
     The provenance (`metadata.gpu_ml`) includes `peak_gpu_memory_gib`: the most GPU memory PyTorch's allocator
     reserved in the notebook's kernel (None when it never used CUDA), what a smaller GPU must hold, including
-    the peaks before any `torch.cuda.reset_peak_memory_stats()` the notebook calls."""
+    the peaks before any `torch.cuda.reset_peak_memory_stats()` the notebook calls; and `side_by_side`: whether
+    other notebooks shared the GPU (`gpu-ml test` with more workers than GPUs), whose CPU work can slow the
+    host-bound timings even while a measurement has the GPU alone."""
     import importlib
     import threading
 
@@ -76,7 +80,8 @@ def execute(path: Path, *, timeout: int = 1800, kernel: str = "python3") -> None
     for cell in nb.cells:  # counted from 1 again, as if the keeper had not run
         if cell.cell_type == "code" and cell.execution_count:
             cell.execution_count -= 1
-    nb.metadata["gpu_ml"] = provenance() | {"peak_gpu_memory_gib": round(peak / 2**30, 2) if peak >= 0 else None}
+    nb.metadata["gpu_ml"] = provenance() | {"peak_gpu_memory_gib": round(peak / 2**30, 2) if peak >= 0 else None,
+                                            "side_by_side": SHARED_GPU_LOCK in os.environ}
     nbformat.write(nb, path)
 
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from gpu_ml import cli
+from gpu_ml.bench import SHARED_GPU_LOCK
 from gpu_ml.notebook import GPU_LINE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,6 +76,14 @@ def test_execute_saves_outputs_and_provenance(tmp_path):
     assert {"gpu", "versions", "date"} <= set(meta) and "torch" in meta["versions"]
     assert len(done.cells) == 1 and meta["peak_gpu_memory_gib"] is None  # no CUDA used; the probe cells removed
     assert done.cells[0].execution_count == 1
+    assert meta["side_by_side"] is False
+
+
+def test_execute_records_a_run_beside_other_notebooks(tmp_path, monkeypatch):
+    monkeypatch.setenv(SHARED_GPU_LOCK, str(tmp_path / "gpu.lock"))  # what `gpu-ml test` sets when sharing
+    nb = _notebook(tmp_path / "shared.ipynb", ("print(1)", []))
+    cli.main(["execute", str(nb)])
+    assert nbformat.read(nb, as_version=4).metadata["gpu_ml"]["side_by_side"] is True
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

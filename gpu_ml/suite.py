@@ -205,8 +205,9 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
          prebuild: Callable[[list[str]], str] | None = None) -> int:
     """Collect (or take `only`, checked against what is collected), shard, plan, run, report and record; 0 when
     every item passed. The test files run `test_workers` at a time (default: 8, at most one per core) while
-    `prebuild` (default: build_cuda_cells on the other cores, when a GPU is present and there are test files)
-    compiles the notebooks' CUDA cells; then the notebooks run `workers` at a time (default: one per GPU)."""
+    `prebuild` (default: build_cuda_cells on the other cores, when a GPU is present; without test files, on every
+    core, before the notebooks, when there are several) compiles the notebooks' CUDA cells; then the notebooks run
+    `workers` at a time (default: one per GPU)."""
     import torch
 
     root = project_root(root)
@@ -238,8 +239,12 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
     notebooks = [i for i in items if i.endswith(".ipynb")]
     beside = [t for t in tests if notebooks and CPU_ONLY in (root / t).read_text()]  # run beside the notebooks
     tests = [t for t in tests if t not in beside]
-    if prebuild is None and gpu_count and tests:  # without test files to hide behind, each notebook builds its own
-        prebuild = functools.partial(build_cuda_cells, root=root, processes=max(1, cores - test_workers))
+    # Without test files to hide behind, the notebooks wait for the build: for one notebook it gains nothing; for
+    # several, building on every core first beats each building its own in turn, and no build then runs inside a
+    # cell that another notebook's measurement waits for (a cold sm_80 build took 4 notebooks 260-300 s that way).
+    if prebuild is None and gpu_count and (tests or len(notebooks) > 1):
+        prebuild = functools.partial(build_cuda_cells, root=root,
+                                     processes=max(1, cores - test_workers) if tests else cores)
     path = record_path(root, gpu_name)
     record = json.loads(path.read_text()) if path.exists() else {}  # other keys (a "note") are kept as they are
     previous = record.get("items", {})

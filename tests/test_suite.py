@@ -2,6 +2,7 @@
 
 import json
 import math
+import os
 import subprocess
 import sys
 import threading
@@ -145,6 +146,31 @@ def test_notebooks_sharing_a_gpu_under_emulation_plan_with_the_gpus_own_peaks_ca
         assert suite.main(workers=3, root=tmp_path, runner=lambda item, gpu: (1.0, True, "")) == 0
         assert seen == {"triton/a.ipynb": capped, "triton/b.ipynb": 2.0,
                         "triton/c.ipynb": min(capped, suite.DEFAULT_PEAK_GIB)}
+
+
+def test_several_notebooks_without_test_files_are_built_first_on_every_core(tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "cuda").mkdir()
+    for name in "ab":
+        (tmp_path / f"cuda/{name}.ipynb").write_text("{}")
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    monkeypatch.setattr("torch.cuda.device_count", lambda: 1)
+    monkeypatch.setattr("torch.cuda.get_device_name", lambda *a: "NVIDIA H200")
+    monkeypatch.delenv("GPU_ML_EMULATE", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    events = []
+
+    def build(notebooks, root, processes):
+        events.append(("built", sorted(notebooks), processes))
+        return "built"
+
+    monkeypatch.setattr(suite, "build_cuda_cells", build)
+    runner = lambda item, gpu: events.append(("ran", item)) or (1.0, True, "")  # noqa: E731
+    assert suite.main(root=tmp_path, runner=runner) == 0
+    assert events[0] == ("built", ["cuda/a.ipynb", "cuda/b.ipynb"], 16) and len(events) == 3  # then both ran
+    events.clear()
+    assert suite.main(["cuda/a.ipynb"], root=tmp_path, runner=runner) == 0  # one notebook builds its own cells
+    assert events == [("ran", "cuda/a.ipynb")]
 
 
 def test_each_item_is_recorded_as_it_ends(tmp_path, monkeypatch):

@@ -67,7 +67,8 @@ def test_a_gpu_cell_that_does_not_skip_itself_fails_on_cpu(tmp_path):
     assert proc.returncode == 1 and "1 failed" in proc.stdout, proc.stdout
 
 
-def test_execute_saves_outputs_and_provenance(tmp_path):
+def test_execute_saves_outputs_and_provenance(tmp_path, monkeypatch):
+    monkeypatch.delenv(SHARED_GPU_LOCK, raising=False)  # as when no other notebook shares the GPU
     nb = _notebook(tmp_path / "run.ipynb", ("print(6 * 7)", []))
     cli.main(["execute", str(nb)])
     done = nbformat.read(nb, as_version=4)

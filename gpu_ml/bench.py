@@ -6,6 +6,7 @@ import contextlib
 import math
 import os
 import statistics
+import sys
 from collections.abc import Callable, Iterator, Sequence
 
 from gpu_ml.env import has_gpu
@@ -45,10 +46,20 @@ def take_in_turn(fd: int, turn: int, mode: str | None) -> None:
         fcntl.flock(turn, fcntl.LOCK_UN)
 
 
+def finish_queued_work() -> None:
+    """Wait until the kernels this process has queued have run: a cell returns while its launches may still be
+    running, and they would run beside the measurement of a notebook that takes the GPU next. A CUDA error found
+    here is left for the notebook's next CUDA call to raise, in its own cell."""
+    torch = sys.modules.get("torch")  # never imported here: a process without torch has queued nothing
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        with contextlib.suppress(RuntimeError):
+            torch.cuda.synchronize()
+
+
 def hold_gpu(mode: str | None) -> None:
     """Take the shared-GPU lock in `mode` ("shared": other notebooks may run cells too; "exclusive": none may;
-    None: release it), waiting as long as needed (take_in_turn). Nothing happens unless GPU_ML_GPU_LOCK names a
-    lock file."""
+    None: release it), waiting as long as needed (take_in_turn); a shared hold is let go only once this process's
+    queued GPU work has run (finish_queued_work). Nothing happens unless GPU_ML_GPU_LOCK names a lock file."""
     if mode not in (None, "shared", "exclusive"):
         raise ValueError(f"mode must be None, 'shared' or 'exclusive', got {mode!r}")
     path = _lock["path"] or os.environ.get(SHARED_GPU_LOCK)
@@ -57,6 +68,8 @@ def hold_gpu(mode: str | None) -> None:
     if _lock["fd"] is None:
         _lock["fd"] = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         _lock["turn"] = os.open(f"{path}.turn", os.O_RDWR | os.O_CREAT, 0o644)
+    if _lock["held"] == "shared":
+        finish_queued_work()  # before another notebook's measurement may start
     started = _lock["started"] or os.environ.pop(STARTED, None)  # also before claim_gpu_lock: never a deadlock
     if started:  # the runner held the lock for this notebook's start: it lets go now (not after: a wait)
         open(started, "w").close()

@@ -100,6 +100,47 @@ def test_cells_hold_the_lock_by_their_first_line(lock_file):
     notebook._release_after_cell(None)
 
 
+def test_a_shared_hold_is_let_go_only_after_the_queued_gpu_work(lock_file, monkeypatch):
+    """A cell returns while its kernels may still run: letting go of a shared hold waits for them (else they would
+    run beside the next notebook's measurement); an exclusive hold and a process without CUDA wait for nothing, and
+    a CUDA error raised by the wait does not keep the lock."""
+    calls = []
+
+    def synchronize():
+        calls.append(bench._lock["held"])  # still held while waiting
+        if len(calls) == 2:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    cuda = types.SimpleNamespace(is_available=lambda: True, is_initialized=lambda: True, synchronize=synchronize)
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    bench.hold_gpu("shared")
+    bench.hold_gpu(None)
+    assert calls == ["shared"]
+    bench.hold_gpu("shared")
+    with bench.gpu_alone():  # shared -> exclusive: the wait raises, the measurement still gets the GPU
+        assert bench._lock["held"] == "exclusive"
+    assert calls == ["shared", "shared"] and bench._lock["held"] == "shared"
+    bench.hold_gpu(None)
+    bench.hold_gpu("exclusive")
+    bench.hold_gpu(None)
+    assert len(calls) == 3 and bench._lock["held"] is None
+    cuda.is_initialized = lambda: False  # CUDA never used in this process: nothing to wait for
+    bench.hold_gpu("shared")
+    bench.hold_gpu(None)
+    assert len(calls) == 3
+
+
+@pytest.mark.gpu
+def test_kernels_queued_in_a_shared_cell_have_run_when_it_lets_go(lock_file):
+    import torch
+
+    bench.hold_gpu("shared")
+    torch.cuda._sleep(2_000_000_000)  # about a second of spinning on the GPU, queued
+    assert not torch.cuda.current_stream().query()
+    bench.hold_gpu(None)
+    assert torch.cuda.current_stream().query()
+
+
 def test_sharing_gpus_names_a_lock_file_only_while_active(monkeypatch):
     monkeypatch.delenv(bench.SHARED_GPU_LOCK, raising=False)
     with suite.sharing_gpus(False):

@@ -6,8 +6,10 @@ several at once (they time nothing that a neighbour could disturb), on the GPUs 
 notebook's `%%cuda` cells are compiled into the build cache on the other cores; then the notebooks,
 whose benchmarks need a GPU to themselves: one worker per GPU (`CUDA_VISIBLE_DEVICES`); with more workers than
 GPUs, notebooks share a GPU, each `#| gpu` cell and measurement with the GPU to itself (`sharing_gpus`), and a
-notebook starts only when its recorded peak of GPU memory fits beside those running there. Test files that
-never touch a GPU (`pytestmark = pytest.mark.cpu_only`) run beside the notebooks instead, on the spare cores.
+notebook starts only when its recorded peak of GPU memory fits beside those running there (less TEST_RESERVE_GIB per
+test file beside them). Test files that never touch a GPU (`pytestmark = pytest.mark.cpu_only`) run beside the
+notebooks instead, on the spare cores; when notebooks share a GPU, every test file does, each of its tests holding the
+lock shared (conftest.py), so that none runs during a notebook's `#| gpu` cell or measurement.
 Under GPU_ML_EMULATE, items the emulated record lacks are planned with their time and peak from this GPU's own
 record (the peak at most the profile's memory).
 Each worker takes the items planned for it, longest first, from the times of the last run. `shard` runs one part
@@ -31,7 +33,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from gpu_ml.bench import SHARED_GPU_LOCK, STARTED, take_in_turn
+from gpu_ml.bench import SHARED_GPU_LOCK, STARTED, TEST_LOCK, take_in_turn
 from gpu_ml.env import emulated
 from gpu_ml.results import project_root, slug
 
@@ -40,7 +42,9 @@ CPU_ONLY = "pytestmark = pytest.mark.cpu_only"  # the line that marks a test fil
 DEFAULT_SECONDS = 60.0  # the planning guess for an item without a recorded time
 DEFAULT_PEAK_GIB = 16.0  # the guess for a notebook without a recorded peak of GPU memory, when notebooks share a GPU
 MEMORY_SHARE = 0.85  # of a GPU's memory, what the peaks of the notebooks sharing it may add up to
+TEST_RESERVE_GIB = 4.0  # per test file running beside notebooks that share a GPU: kept out of the notebooks' share
 Outcome = tuple[float, bool, str]  # seconds, passed, the end of its output
+_REPORTING = threading.Lock()
 
 
 def collect(root: Path) -> list[str]:
@@ -82,12 +86,17 @@ def run_item(item: str, gpu: int | None, save: bool, timeout: float, root: Path)
     """Run one item in a child process, on GPU `gpu` if given; a time-out counts as a failure. When notebooks share
     the GPU, a notebook's start (its kernel, the torch import, a CUDA context) happens with the lock held shared on
     its behalf until it takes the lock itself (`gpu_ml.bench.STARTED`): no measurement of another notebook runs
-    beside a notebook that is starting."""
+    beside a notebook that is starting. A test file gets the lock as TEST_LOCK instead (each of its tests holds it
+    shared: conftest.py), or not at all when it never touches a GPU."""
     env = dict(os.environ)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
         if SHARED_GPU_LOCK in env:  # one lock per GPU
             env[SHARED_GPU_LOCK] += f".{gpu}"
+    if SHARED_GPU_LOCK in env and not item.endswith(".ipynb"):
+        lock = env.pop(SHARED_GPU_LOCK)
+        if CPU_ONLY not in (root / item).read_text():
+            env[TEST_LOCK] = lock
     holding = None
     if SHARED_GPU_LOCK in env and item.endswith(".ipynb"):
         env[STARTED] = f"{env[SHARED_GPU_LOCK]}.started.{os.getpid()}.{threading.get_ident()}"
@@ -125,7 +134,6 @@ def run(queues: list[list[str]], runner: Callable[[str, int | None], Outcome], g
     beside the peaks of the items running on its GPU, or nothing runs there: notebooks that share a GPU never ask
     for more memory together than it has."""
     outcomes: dict[str, Outcome] = {}
-    lock = threading.Lock()
     memory = threading.Condition()
     in_use = [0.0] * max(1, gpus)  # GiB of the running items' peaks, per GPU
     running = [0] * max(1, gpus)
@@ -147,7 +155,7 @@ def run(queues: list[list[str]], runner: Callable[[str, int | None], Outcome], g
                     in_use[slot] -= need
                     running[slot] -= 1
                     memory.notify_all()
-            with lock:
+            with _REPORTING:  # one item's lines at a time, also across runs side by side
                 outcomes[item] = outcome
                 print(f"{'ok  ' if outcome[1] else 'FAIL'} {outcome[0]:7.1f} s  worker {w}  {item}", flush=True)
                 if ended is not None:
@@ -207,7 +215,8 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
     every item passed. The test files run `test_workers` at a time (default: 8, at most one per core) while
     `prebuild` (default: build_cuda_cells on the other cores, when a GPU is present; without test files, on every
     core, before the notebooks, when there are several) compiles the notebooks' CUDA cells; then the notebooks run
-    `workers` at a time (default: one per GPU)."""
+    `workers` at a time (default: one per GPU). With more workers than GPUs the test files run beside the notebooks
+    instead, and the build has every core first."""
     import torch
 
     root = project_root(root)
@@ -237,7 +246,9 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
     test_workers = test_workers or min(8, cores)
     tests = [i for i in items if not i.endswith(".ipynb")]
     notebooks = [i for i in items if i.endswith(".ipynb")]
-    beside = [t for t in tests if notebooks and CPU_ONLY in (root / t).read_text()]  # run beside the notebooks
+    sharing = bool(gpu_count) and workers > gpu_count
+    # beside the notebooks: test files that never touch a GPU, and when notebooks share a GPU, every test file
+    beside = [t for t in tests if notebooks and (sharing or CPU_ONLY in (root / t).read_text())]
     tests = [t for t in tests if t not in beside]
     # Without test files to hide behind, the notebooks wait for the build: for one notebook it gains nothing; for
     # several, building on every core first beats each building its own in turn, and no build then runs inside a
@@ -253,9 +264,8 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
         own = record_path(root, torch.cuda.get_device_name(0))
         native = json.loads(own.read_text())["items"] if own.exists() else {}
     seconds = {k: v["seconds"] for k, v in (native | previous).items()}
-    sharing = bool(gpu_count) and workers > gpu_count
     print(f"{len(tests)} test files on {test_workers} worker(s), then {len(notebooks)} notebooks on {workers} "
-          f"worker(s) beside {len(beside)} CPU-only test files ({gpu_name})"
+          f"worker(s) beside {len(beside)} {'' if sharing else 'CPU-only '}test files ({gpu_name})"
           f"{'; notebooks share a GPU, measuring with it to themselves' if sharing else ''}"
           f"{'; notebook outputs saved' if save else ''}", flush=True)
     runner = runner or (lambda item, gpu: run_item(item, gpu, save, timeout, root))
@@ -288,18 +298,19 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
         print(built[0] if built else "building the CUDA cells failed", flush=True)
     if notebooks:
         side: dict[str, Outcome] = {}
-        cpu_tests = threading.Thread(
-            target=lambda: side.update(run(plan(beside, test_workers, seconds), runner, 0, ended=ended)))
-        cpu_tests.start()
+        beside_tests = threading.Thread(target=lambda: side.update(
+            run(plan(beside, test_workers, seconds), runner, gpu_count if sharing else 0, ended=ended)))
         peaks = {k: v.get("peak_gpu_memory_gib") for k, v in previous.items()} if sharing else None
         if sharing and profile is not None:  # no emulated run saves a peak: the GPU's own, at most the profile's
             peaks = {nb: min(profile[2], native.get(nb, {}).get("peak_gpu_memory_gib") or DEFAULT_PEAK_GIB)
                      for nb in notebooks}
-        capacity = MEMORY_SHARE * torch.cuda.mem_get_info(0)[1] / 2**30 if sharing else math.inf
-        with sharing_gpus(sharing):
+        capacity = (MEMORY_SHARE * torch.cuda.mem_get_info(0)[1] / 2**30
+                    - TEST_RESERVE_GIB * min(test_workers, len(beside)) if sharing else math.inf)
+        with sharing_gpus(sharing):  # the lock file exists for the test files beside the notebooks too
+            beside_tests.start()
             outcomes |= run(plan(notebooks, workers, seconds), runner, gpus=gpu_count, ended=ended, peaks=peaks,
                             capacity=capacity)
-        cpu_tests.join()
+            beside_tests.join()
         outcomes |= side
     wall = time.perf_counter() - start
     failed = [item for item, (_, passed, _) in outcomes.items() if not passed]

@@ -173,6 +173,50 @@ def test_several_notebooks_without_test_files_are_built_first_on_every_core(tmp_
     assert events == [("ran", "cuda/a.ipynb")]
 
 
+def test_test_files_run_beside_notebooks_that_share_a_gpu(tmp_path, monkeypatch):
+    """With more notebook workers than GPUs the test files run beside the notebooks, after the build on every core,
+    inside the lock's lifetime; the notebooks' memory share leaves room for them."""
+    (tmp_path / "pyproject.toml").write_text("")
+    for path in ("cuda/a.ipynb", "cuda/b.ipynb", "tests/test_c.py", "tests/test_d.py"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("{}")
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    monkeypatch.setattr("torch.cuda.device_count", lambda: 1)
+    monkeypatch.setattr("torch.cuda.get_device_name", lambda *a: "NVIDIA H200")
+    monkeypatch.setattr("torch.cuda.mem_get_info", lambda *a: (0, 100 * 2**30))
+    monkeypatch.delenv("GPU_ML_EMULATE", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    events, capacities = [], []
+    monkeypatch.setattr(suite, "build_cuda_cells",
+                        lambda notebooks, root, processes: events.append(("built", processes)) or "built")
+    real_run = suite.run
+
+    def run(queues, runner, gpus, ended=None, *, peaks=None, capacity=math.inf):
+        capacities.append(capacity)
+        return real_run(queues, runner, gpus, ended, peaks=peaks, capacity=capacity)
+
+    monkeypatch.setattr(suite, "run", run)
+    runner = lambda item, gpu: events.append((item, suite.SHARED_GPU_LOCK in os.environ)) or (1.0, True, "")  # noqa: E731
+    assert suite.main(workers=2, test_workers=2, root=tmp_path, runner=runner) == 0
+    assert events[0] == ("built", 16)  # no test file first: the build has every core
+    assert sorted(events[1:]) == [(item, True) for item in ("cuda/a.ipynb", "cuda/b.ipynb", "tests/test_c.py",
+                                                             "tests/test_d.py")]
+    assert min(capacities) == suite.MEMORY_SHARE * 100 - 2 * suite.TEST_RESERVE_GIB  # the notebooks' run
+
+
+def test_run_item_hands_a_test_file_the_lock_for_its_tests(tmp_path, monkeypatch):
+    """Beside notebooks sharing the GPU, a test file gets the lock as TEST_LOCK (its tests hold it, conftest.py) and
+    never as the notebooks' variable; a CPU-only test file gets neither."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests/test_gpu.py").write_text("")
+    (tmp_path / "tests/test_cpu.py").write_text(suite.CPU_ONLY + "\n")
+    show = f"import os; print(os.environ.get({suite.SHARED_GPU_LOCK!r}), os.environ.get({suite.TEST_LOCK!r}))"
+    monkeypatch.setattr(suite, "command", lambda item, save: [sys.executable, "-c", show])
+    monkeypatch.setenv(suite.SHARED_GPU_LOCK, str(tmp_path / "gpu.lock"))
+    assert suite.run_item("tests/test_gpu.py", 1, False, 30, tmp_path)[2].split() == ["None", f"{tmp_path}/gpu.lock.1"]
+    assert suite.run_item("tests/test_cpu.py", None, False, 30, tmp_path)[2].split() == ["None", "None"]
+
+
 def test_each_item_is_recorded_as_it_ends(tmp_path, monkeypatch):
     """A run cut short (a time limit, a killed machine) keeps the record of every item that had ended."""
     (tmp_path / "pyproject.toml").write_text("")

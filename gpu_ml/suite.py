@@ -3,16 +3,17 @@
 Each item runs in its own process: a notebook through pytest/nbval (or, with `save`, through
 `gpu-ml execute`, which writes its outputs back), a test file through pytest. First the test files,
 several at once (they time nothing that a neighbour could disturb), on the GPUs in turn, while every
-notebook's `%%cuda` cells are compiled into the build cache on the other cores; then the notebooks,
-whose benchmarks need a GPU to themselves: one worker per GPU (`CUDA_VISIBLE_DEVICES`); with more workers than
-GPUs, notebooks share a GPU, each `#| gpu` cell and measurement with the GPU to itself (`sharing_gpus`), and a
-notebook starts only when its recorded peak of GPU memory fits beside those running there (less TEST_RESERVE_GIB per
-test file beside them). Test files that never touch a GPU (`pytestmark = pytest.mark.cpu_only`) run beside the
-notebooks instead, on the spare cores; when notebooks share a GPU, every test file does, each of its tests holding the
-lock shared (conftest.py), so that none runs during a notebook's `#| gpu` cell or measurement.
+notebook's `%%cuda` cells are compiled into the build cache on the other cores; then the notebooks, each as soon as
+its cells are built, whose benchmarks need a GPU to themselves: one worker per GPU (`CUDA_VISIBLE_DEVICES`); with
+more workers than GPUs, notebooks share a GPU, each `#| gpu` cell and measurement with the GPU to itself
+(`sharing_gpus`), and a notebook starts only when its recorded peak of GPU memory fits beside those running there
+(less TEST_RESERVE_GIB per test file beside them). Test files that never touch a GPU (`pytestmark =
+pytest.mark.cpu_only`) run beside the notebooks instead, on the spare cores; when notebooks share a GPU, every test
+file does, each of its tests holding the lock shared (conftest.py), so that none runs during a notebook's `#| gpu`
+cell or measurement, and the build runs beside them all from the start, at a lower CPU priority.
 Under GPU_ML_EMULATE, items the emulated record lacks are planned with their time and peak from this GPU's own
 record (the peak at most the profile's memory).
-Each worker takes the items planned for it, longest first, from the times of the last run. `shard` runs one part
+Workers take the items longest first, from the times of the last run. `shard` runs one part
 of the suite (i of n). Each item's time and result are recorded in results/suite/<gpu>.json, which
 the next run plans with.
 """
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import functools
 import json
 import math
 import os
@@ -42,7 +42,7 @@ CPU_ONLY = "pytestmark = pytest.mark.cpu_only"  # the line that marks a test fil
 DEFAULT_SECONDS = 60.0  # the planning guess for an item without a recorded time
 DEFAULT_PEAK_GIB = 16.0  # the guess for a notebook without a recorded peak of GPU memory, when notebooks share a GPU
 MEMORY_SHARE = 0.85  # of a GPU's memory, what the peaks of the notebooks sharing it may add up to
-TEST_RESERVE_GIB = 4.0  # per test file running beside notebooks that share a GPU: kept out of the notebooks' share
+TEST_RESERVE_GIB = 2.0  # per test file running beside notebooks that share a GPU: kept out of the notebooks' share
 Outcome = tuple[float, bool, str]  # seconds, passed, the end of its output
 _REPORTING = threading.Lock()
 
@@ -62,17 +62,9 @@ def shard(items: list[str], index: int, count: int) -> list[str]:
     return sorted(items)[index - 1 :: count]
 
 
-def plan(items: list[str], workers: int, seconds: dict[str, float]) -> list[list[str]]:
-    """Items for each worker, longest first to the least loaded one (times from `seconds`, else a guess)."""
-    if workers < 1:
-        raise ValueError(f"workers must be at least 1, got {workers}")
-    queues: list[list[str]] = [[] for _ in range(workers)]
-    load = [0.0] * workers
-    for item in sorted(items, key=lambda i: (-seconds.get(i, DEFAULT_SECONDS), i)):
-        w = load.index(min(load))
-        queues[w].append(item)
-        load[w] += seconds.get(item, DEFAULT_SECONDS)
-    return queues
+def order(items: list[str], seconds: dict[str, float]) -> list[str]:
+    """The items longest first (times from `seconds`, else DEFAULT_SECONDS), in the order workers take them."""
+    return sorted(items, key=lambda i: (-seconds.get(i, DEFAULT_SECONDS), i))
 
 
 def command(item: str, save: bool) -> list[str]:
@@ -125,43 +117,61 @@ def run_item(item: str, gpu: int | None, save: bool, timeout: float, root: Path)
     return time.perf_counter() - start, passed, output[-3000:]
 
 
-def run(queues: list[list[str]], runner: Callable[[str, int | None], Outcome], gpus: int,
+def run(items: list[str], runner: Callable[[str, int | None], Outcome], gpus: int, workers: int,
         ended: Callable[[str, Outcome], None] | None = None, *, peaks: dict[str, float] | None = None,
-        capacity: float = math.inf) -> dict[str, Outcome]:
-    """Run each queue on its own thread (worker w on GPU w mod `gpus` when there are several GPUs); every item's
-    outcome, printed as it ends and handed to `ended` (one call at a time). With `peaks` (GiB of GPU memory per item,
-    from its last saved run; DEFAULT_PEAK_GIB when unknown), an item waits until its peak fits in `capacity` GiB
-    beside the peaks of the items running on its GPU, or nothing runs there: notebooks that share a GPU never ask
-    for more memory together than it has."""
+        capacity: float = math.inf, built: dict[str, threading.Event] | None = None) -> dict[str, Outcome]:
+    """Run `items` on `workers` threads (worker w on GPU w mod `gpus` when there are several GPUs), each taking the
+    first item of the list still to run when it is free; every item's outcome, printed as it ends and handed to
+    `ended` (one call at a time). An item in `built` waits until its event is set (its `%%cuda` cells are in the
+    build cache) and the items behind it go first. With `peaks` (GiB of GPU memory per item, from its last saved run;
+    DEFAULT_PEAK_GIB when unknown), the first item that may start waits until its peak fits in `capacity` GiB beside
+    the peaks of the items running on its GPU, or nothing runs there, and no item behind it starts on that GPU
+    meanwhile: notebooks that share a GPU never ask for more memory together than it has, and a large one is not
+    kept waiting by smaller ones for ever."""
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
     outcomes: dict[str, Outcome] = {}
-    memory = threading.Condition()
+    pending = list(items)
+    state = threading.Condition()
     in_use = [0.0] * max(1, gpus)  # GiB of the running items' peaks, per GPU
     running = [0] * max(1, gpus)
 
-    def work(w: int, queue: list[str]) -> None:
-        gpu = w % gpus if gpus > 1 else None
-        slot = gpu or 0
-        for item in queue:
+    def next_item(slot: int) -> tuple[str, float] | None:  # called holding `state`
+        for item in pending:
+            if built is not None and item in built and not built[item].is_set():
+                continue
             known = (peaks or {}).get(item)
             need = 0.0 if peaks is None else DEFAULT_PEAK_GIB if known is None else known
-            with memory:
-                memory.wait_for(lambda need=need: running[slot] == 0 or in_use[slot] + need <= capacity)
+            return (item, need) if running[slot] == 0 or in_use[slot] + need <= capacity else None
+        return None
+
+    def work(w: int) -> None:
+        gpu = w % gpus if gpus > 1 else None
+        slot = gpu or 0
+        while True:
+            with state:
+                while pending and (chosen := next_item(slot)) is None:
+                    state.wait(0.2)  # woken when an item ends; a build that ends is seen within 0.2 s
+                if not pending:
+                    return
+                item, need = chosen
+                pending.remove(item)
                 in_use[slot] += need
                 running[slot] += 1
             try:
                 outcome = runner(item, gpu)
             finally:
-                with memory:
+                with state:
                     in_use[slot] -= need
                     running[slot] -= 1
-                    memory.notify_all()
+                    state.notify_all()
             with _REPORTING:  # one item's lines at a time, also across runs side by side
                 outcomes[item] = outcome
                 print(f"{'ok  ' if outcome[1] else 'FAIL'} {outcome[0]:7.1f} s  worker {w}  {item}", flush=True)
                 if ended is not None:
                     ended(item, outcome)
 
-    threads = [threading.Thread(target=work, args=(w, q)) for w, q in enumerate(queues)]
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(min(workers, len(items)))]
     for t in threads:
         t.start()
     for t in threads:
@@ -189,17 +199,27 @@ def record_path(root: Path, gpu_name: str) -> Path:
     return root / "results" / "suite" / f"{slug(gpu_name)}.json"  # not results/*.json: the table
 
 
-def build_cuda_cells(notebooks: list[str], root: Path, processes: int) -> str:
+def build_cuda_cells(notebooks: list[str], root: Path, processes: int,
+                     done: Callable[[str], None] | None = None) -> str:
     """Compile the `%%cuda` cells of `notebooks` into the build cache (gpu_ml.cuda.build_notebook), `processes`
-    notebooks at a time, each in a fresh process as its run will be; a line that says what was built."""
+    notebooks at a time in the order given, each in a fresh process as its run will be, at a lower CPU priority
+    (nice 10) than the notebooks and tests beside it; `done(notebook)` once each is built (at once for one without
+    `%%cuda` cells). A line that says what was built."""
     from concurrent.futures import ThreadPoolExecutor
 
     with_cuda = [nb for nb in notebooks if "%%cuda" in (root / nb).read_text()]
-    code = "import sys; from gpu_ml.cuda import build_notebook; print(build_notebook(sys.argv[1])[0])"
+    for nb in notebooks:
+        if nb not in with_cuda and done is not None:
+            done(nb)
+    code = "import os, sys; os.nice(10); from gpu_ml.cuda import build_notebook; print(build_notebook(sys.argv[1])[0])"
 
     def one(notebook: str) -> int:
-        done = subprocess.run([sys.executable, "-c", code, notebook], cwd=root, capture_output=True, text=True)
-        return int(done.stdout.split()[-1]) if done.returncode == 0 and done.stdout.split() else 0
+        try:
+            out = subprocess.run([sys.executable, "-c", code, notebook], cwd=root, capture_output=True, text=True)
+        finally:
+            if done is not None:
+                done(notebook)
+        return int(out.stdout.split()[-1]) if out.returncode == 0 and out.stdout.split() else 0
 
     start = time.perf_counter()
     with ThreadPoolExecutor(max(1, processes)) as pool:
@@ -210,13 +230,14 @@ def build_cuda_cells(notebooks: list[str], root: Path, processes: int) -> str:
 def main(only: list[str] | None = None, *, shard_spec: str | None = None, workers: int | None = None,
          test_workers: int | None = None, save: bool = False, timeout: float = 1800.0, root: Path | None = None,
          runner: Callable[[str, int | None], Outcome] | None = None,
-         prebuild: Callable[[list[str]], str] | None = None) -> int:
-    """Collect (or take `only`, checked against what is collected), shard, plan, run, report and record; 0 when
+         prebuild: Callable[[list[str], Callable[[str], None]], str] | None = None) -> int:
+    """Collect (or take `only`, checked against what is collected), shard, order, run, report and record; 0 when
     every item passed. The test files run `test_workers` at a time (default: 8, at most one per core) while
-    `prebuild` (default: build_cuda_cells on the other cores, when a GPU is present; without test files, on every
-    core, before the notebooks, when there are several) compiles the notebooks' CUDA cells; then the notebooks run
-    `workers` at a time (default: one per GPU). With more workers than GPUs the test files run beside the notebooks
-    instead, and the build has every core first."""
+    `prebuild` (default, when a GPU is present and there are test files or several notebooks: build_cuda_cells, on
+    the other cores, or on every core without test files to run first) compiles the notebooks' CUDA cells, the
+    longest notebook's first; then the notebooks run `workers` at a time (default: one per GPU), each as soon as its
+    cells are built. With more workers than GPUs the test files run beside the notebooks instead, and the build runs
+    on every core from the start, beside both."""
     import torch
 
     root = project_root(root)
@@ -250,12 +271,14 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
     # beside the notebooks: test files that never touch a GPU, and when notebooks share a GPU, every test file
     beside = [t for t in tests if notebooks and (sharing or CPU_ONLY in (root / t).read_text())]
     tests = [t for t in tests if t not in beside]
-    # Without test files to hide behind, the notebooks wait for the build: for one notebook it gains nothing; for
-    # several, building on every core first beats each building its own in turn, and no build then runs inside a
-    # cell that another notebook's measurement waits for (a cold sm_80 build took 4 notebooks 260-300 s that way).
+    # One notebook builds its own cells. For several, one build of all of them beats each building its own in turn,
+    # and no build then runs inside a cell that another notebook's measurement waits for (a cold sm_80 build took 4
+    # notebooks 260-300 s that way); notebooks without CUDA cells, and those built, run meanwhile.
     if prebuild is None and gpu_count and (tests or len(notebooks) > 1):
-        prebuild = functools.partial(build_cuda_cells, root=root,
-                                     processes=max(1, cores - test_workers) if tests else cores)
+        processes = max(1, cores - test_workers) if tests else cores
+
+        def prebuild(notebooks: list[str], done: Callable[[str], None]) -> str:
+            return build_cuda_cells(notebooks, root, processes, done)
     path = record_path(root, gpu_name)
     record = json.loads(path.read_text()) if path.exists() else {}  # other keys (a "note") are kept as they are
     previous = record.get("items", {})
@@ -288,18 +311,26 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
         if not ok:
             print(f"\n--- {item} failed; the end of its output:\n{output}\n", flush=True)
 
-    built: list[str] = []
-    builder = threading.Thread(target=lambda: built.append(prebuild(notebooks))) if prebuild and notebooks else None
+    notebooks = order(notebooks, seconds)  # also the order of the build
+    built = {nb: threading.Event() for nb in notebooks} if prebuild else {}
+
+    def build() -> None:
+        try:
+            print(prebuild(notebooks, lambda nb: built[nb].set()), flush=True)
+        except Exception as error:  # the notebooks build their own cells then
+            print(f"building the CUDA cells failed: {error!r}", flush=True)
+        finally:
+            for event in built.values():
+                event.set()
+
+    builder = threading.Thread(target=build) if prebuild and notebooks else None
     if builder:
         builder.start()
-    outcomes = run(plan(tests, test_workers, seconds), runner, gpus=gpu_count, ended=ended) if tests else {}
-    if builder:
-        builder.join()
-        print(built[0] if built else "building the CUDA cells failed", flush=True)
+    outcomes = run(order(tests, seconds), runner, gpu_count, test_workers, ended) if tests else {}
     if notebooks:
         side: dict[str, Outcome] = {}
         beside_tests = threading.Thread(target=lambda: side.update(
-            run(plan(beside, test_workers, seconds), runner, gpu_count if sharing else 0, ended=ended)))
+            run(order(beside, seconds), runner, gpu_count if sharing else 0, test_workers, ended)))
         peaks = {k: v.get("peak_gpu_memory_gib") for k, v in previous.items()} if sharing else None
         if sharing and profile is not None:  # no emulated run saves a peak: the GPU's own, at most the profile's
             peaks = {nb: min(profile[2], native.get(nb, {}).get("peak_gpu_memory_gib") or DEFAULT_PEAK_GIB)
@@ -308,10 +339,12 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
                     - TEST_RESERVE_GIB * min(test_workers, len(beside)) if sharing else math.inf)
         with sharing_gpus(sharing):  # the lock file exists for the test files beside the notebooks too
             beside_tests.start()
-            outcomes |= run(plan(notebooks, workers, seconds), runner, gpus=gpu_count, ended=ended, peaks=peaks,
-                            capacity=capacity)
+            outcomes |= run(notebooks, runner, gpu_count, workers, ended, peaks=peaks, capacity=capacity,
+                            built=built)
             beside_tests.join()
         outcomes |= side
+    if builder:
+        builder.join()
     wall = time.perf_counter() - start
     failed = [item for item, (_, passed, _) in outcomes.items() if not passed]
     print(f"\n{len(items) - len(failed)} of {len(items)} passed in {wall / 60:.1f} min of wall time "

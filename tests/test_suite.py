@@ -31,12 +31,28 @@ def test_shards_partition_the_suite():
         suite.shard(items, 4, 3)
 
 
-def test_plan_puts_the_longest_items_first_on_the_least_loaded_worker():
-    seconds = {"a": 100.0, "b": 60.0, "c": 50.0, "d": 10.0}
-    assert suite.plan(list(seconds), 2, seconds) == [["a", "d"], ["b", "c"]]
-    assert suite.plan(["x", "y"], 1, {}) == [["x", "y"]]  # unknown items: the default guess
-    with pytest.raises(ValueError, match="at least 1"):
-        suite.plan(["x"], 0, {})
+def test_order_puts_the_longest_items_first():
+    seconds = {"a": 1.0, "b": 8.0, "c": 100.0}
+    assert suite.order(["a", "b", "c", "x", "y"], seconds) == ["c", "x", "y", "b", "a"]  # x, y: the default guess
+    with pytest.raises(ValueError, match="workers must be at least 1"):
+        suite.run(["x"], lambda item, gpu: (1.0, True, ""), 1, 0)
+
+
+def test_a_free_worker_takes_the_next_item_and_one_waiting_for_its_build_lets_the_next_ones_pass():
+    started, built = [], {"cuda/a.ipynb": threading.Event()}
+    lock = threading.Lock()
+
+    def runner(item, gpu):
+        with lock:
+            started.append(item)
+        time.sleep(0.5 if item == "slow" else 0.05)
+        if item == "c":
+            built["cuda/a.ipynb"].set()  # its build ends while the slow item still runs
+        return (0.1, True, "")
+
+    suite.run(["cuda/a.ipynb", "slow", "b", "c", "d"], runner, 1, 2, built=built)
+    assert sorted(started[:2]) == ["b", "slow"] and started[2] == "c"  # a waits for its build; the others pass it
+    assert started[3:] == ["cuda/a.ipynb", "d"]  # once built, it goes ahead of d, behind it in the list
 
 
 def test_commands():
@@ -61,8 +77,10 @@ def test_main_runs_reports_and_records(tmp_path, monkeypatch, capsys):
 
     built = []
 
-    def prebuild(notebooks):
+    def prebuild(notebooks, done):
         built.append((sorted(notebooks), list(ran)))
+        for nb in notebooks:
+            done(nb)
         return "built 0 %%cuda cells"
 
     assert suite.main(workers=2, test_workers=3, root=tmp_path, runner=runner, prebuild=prebuild) == 1
@@ -114,8 +132,8 @@ def test_an_emulated_run_has_its_own_record_and_saves_no_outputs(tmp_path, monke
     monkeypatch.setenv("GPU_ML_EMULATE", "t4")
     runner = lambda item, gpu: (1.0, True, "")  # noqa: E731
     with pytest.raises(ValueError, match="--save under GPU_ML_EMULATE"):
-        suite.main(save=True, root=tmp_path, runner=runner, prebuild=lambda nbs: "")
-    assert suite.main(root=tmp_path, runner=runner, prebuild=lambda nbs: "") == 0
+        suite.main(save=True, root=tmp_path, runner=runner, prebuild=lambda nbs, done: "")
+    assert suite.main(root=tmp_path, runner=runner, prebuild=lambda nbs, done: "") == 0
     assert (tmp_path / "results" / "suite" / "tesla-t4-emulated.json").exists()
     assert not (tmp_path / "results" / "suite" / "nvidia-h200.json").exists()
 
@@ -136,9 +154,9 @@ def test_notebooks_sharing_a_gpu_under_emulation_plan_with_the_gpus_own_peaks_ca
     monkeypatch.setattr("torch.cuda.mem_get_info", lambda *a: (0, 141 * 2**30))
     seen = {}
 
-    def run(queues, runner, gpus, ended=None, *, peaks=None, capacity=math.inf):
+    def run(items, runner, gpus, workers, ended=None, *, peaks=None, capacity=math.inf, built=None):
         seen.update(peaks or {})
-        return {item: (1.0, True, "") for queue in queues for item in queue}
+        return {item: (1.0, True, "") for item in items}
 
     monkeypatch.setattr(suite, "run", run)
     for profile, capped in (("a100", 80.0), ("t4", 15.0)):
@@ -148,7 +166,7 @@ def test_notebooks_sharing_a_gpu_under_emulation_plan_with_the_gpus_own_peaks_ca
                         "triton/c.ipynb": min(capped, suite.DEFAULT_PEAK_GIB)}
 
 
-def test_several_notebooks_without_test_files_are_built_first_on_every_core(tmp_path, monkeypatch):
+def test_several_notebooks_without_test_files_are_built_on_every_core_each_running_once_built(tmp_path, monkeypatch):
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "cuda").mkdir()
     for name in "ab":
@@ -160,24 +178,33 @@ def test_several_notebooks_without_test_files_are_built_first_on_every_core(tmp_
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
     events = []
 
-    def build(notebooks, root, processes):
-        events.append(("built", sorted(notebooks), processes))
+    def build(notebooks, root, processes, done):
+        events.append(("building", list(notebooks), processes))
+        for nb in notebooks:
+            time.sleep(0.3)  # nothing runs before its own build is done
+            events.append(("built", nb))
+            done(nb)
         return "built"
 
     monkeypatch.setattr(suite, "build_cuda_cells", build)
+    (tmp_path / "results/suite").mkdir(parents=True)
+    (tmp_path / "results/suite/nvidia-h200.json").write_text(json.dumps({"items": {"cuda/b.ipynb": {"seconds": 90.0}}}))
     runner = lambda item, gpu: events.append(("ran", item)) or (1.0, True, "")  # noqa: E731
     assert suite.main(root=tmp_path, runner=runner) == 0
-    assert events[0] == ("built", ["cuda/a.ipynb", "cuda/b.ipynb"], 16) and len(events) == 3  # then both ran
+    assert events == [("building", ["cuda/b.ipynb", "cuda/a.ipynb"], 16),  # the longest first, on every core
+                      ("built", "cuda/b.ipynb"), ("ran", "cuda/b.ipynb"), ("built", "cuda/a.ipynb"),
+                      ("ran", "cuda/a.ipynb")]
     events.clear()
     assert suite.main(["cuda/a.ipynb"], root=tmp_path, runner=runner) == 0  # one notebook builds its own cells
     assert events == [("ran", "cuda/a.ipynb")]
 
 
 def test_test_files_run_beside_notebooks_that_share_a_gpu(tmp_path, monkeypatch):
-    """With more notebook workers than GPUs the test files run beside the notebooks, after the build on every core,
-    inside the lock's lifetime; the notebooks' memory share leaves room for them."""
+    """With more notebook workers than GPUs the test files run beside the notebooks, inside the lock's lifetime, and
+    the build on every core beside both from the start: a test file need not wait for it, a notebook waits for its
+    own cells only. The notebooks' memory share leaves room for the test files."""
     (tmp_path / "pyproject.toml").write_text("")
-    for path in ("cuda/a.ipynb", "cuda/b.ipynb", "tests/test_c.py", "tests/test_d.py"):
+    for path in ("cuda/a.ipynb", "triton/b.ipynb", "tests/test_c.py", "tests/test_d.py"):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text("{}")
     monkeypatch.setattr("torch.cuda.is_available", lambda: True)
@@ -187,20 +214,30 @@ def test_test_files_run_beside_notebooks_that_share_a_gpu(tmp_path, monkeypatch)
     monkeypatch.delenv("GPU_ML_EMULATE", raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
     events, capacities = [], []
-    monkeypatch.setattr(suite, "build_cuda_cells",
-                        lambda notebooks, root, processes: events.append(("built", processes)) or "built")
+
+    def build(notebooks, root, processes, done):
+        events.append(("building", processes))
+        done("triton/b.ipynb")  # no CUDA cells
+        time.sleep(0.5)
+        events.append(("built", "cuda/a.ipynb"))
+        done("cuda/a.ipynb")
+        return "built"
+
+    monkeypatch.setattr(suite, "build_cuda_cells", build)
     real_run = suite.run
 
-    def run(queues, runner, gpus, ended=None, *, peaks=None, capacity=math.inf):
+    def run(*args, capacity=math.inf, **kwargs):
         capacities.append(capacity)
-        return real_run(queues, runner, gpus, ended, peaks=peaks, capacity=capacity)
+        return real_run(*args, capacity=capacity, **kwargs)
 
     monkeypatch.setattr(suite, "run", run)
     runner = lambda item, gpu: events.append((item, suite.SHARED_GPU_LOCK in os.environ)) or (1.0, True, "")  # noqa: E731
     assert suite.main(workers=2, test_workers=2, root=tmp_path, runner=runner) == 0
-    assert events[0] == ("built", 16)  # no test file first: the build has every core
-    assert sorted(events[1:]) == [(item, True) for item in ("cuda/a.ipynb", "cuda/b.ipynb", "tests/test_c.py",
-                                                             "tests/test_d.py")]
+    assert events[0] == ("building", 16)  # every core
+    built_at = events.index(("built", "cuda/a.ipynb"))
+    assert sorted(events[1:built_at]) == [(item, True) for item in ("tests/test_c.py", "tests/test_d.py",
+                                                                    "triton/b.ipynb")]  # none waited for the build
+    assert events[built_at + 1:] == [("cuda/a.ipynb", True)]
     assert min(capacities) == suite.MEMORY_SHARE * 100 - 2 * suite.TEST_RESERVE_GIB  # the notebooks' run
 
 
@@ -239,9 +276,15 @@ def test_each_item_is_recorded_as_it_ends(tmp_path, monkeypatch):
 
 def test_run_spreads_workers_over_the_gpus():
     seen = []
-    suite.run([["a"], ["b"], ["c"]], lambda item, gpu: (seen.append((item, gpu)), (1.0, True, ""))[1], gpus=2)
-    assert sorted(seen) == [("a", 0), ("b", 1), ("c", 0)]
-    suite.run([["d"]], lambda item, gpu: (seen.append((item, gpu)), (1.0, True, ""))[1], gpus=1)
+
+    def runner(item, gpu):
+        seen.append((item, gpu))
+        time.sleep(0.2)  # each worker takes one item
+        return (1.0, True, "")
+
+    suite.run(["a", "b", "c"], runner, 2, 3)
+    assert sorted(gpu for _, gpu in seen) == [0, 0, 1]  # workers 0 and 2 on GPU 0, worker 1 on GPU 1
+    suite.run(["d"], runner, 1, 1)
     assert seen[-1] == ("d", None)  # one GPU: nothing to choose
 
 
@@ -259,26 +302,33 @@ def test_notebooks_sharing_a_gpu_start_only_when_their_peaks_fit_beside_the_runn
         return (0.2, True, "")
 
     peaks = {"big1": 60.0, "big2": 60.0, "small": 10.0}  # "unknown": DEFAULT_PEAK_GIB
-    suite.run([["big1"], ["big2"], ["small", "unknown"]], runner, gpus=1, peaks=peaks, capacity=100.0)
+    suite.run(["big1", "big2", "small", "unknown"], runner, 1, 3, peaks=peaks, capacity=100.0)
     assert not any({"big1", "big2"} <= s for s in together)  # 120 GiB together: never side by side
-    assert any(len(s) >= 2 for s in together)  # but the small ones ran beside a big one
+    assert together[:2] == [{"big1"}, {"big2"}]  # the small ones did not pass big2 while it waited for memory
+    assert {"big2", "small", "unknown"} in together  # but ran beside it: 86 GiB
     together.clear()
-    suite.run([["huge"]], runner, gpus=1, peaks={"huge": 500.0}, capacity=100.0)  # alone, it runs anyway
+    suite.run(["huge"], runner, 1, 1, peaks={"huge": 500.0}, capacity=100.0)  # alone, it runs anyway
     assert together == [frozenset({"huge"})]
 
 
 def test_build_cuda_cells_builds_each_notebook_with_cuda_cells_in_a_process(tmp_path, monkeypatch):
-    (tmp_path / "a.ipynb").write_text('{"cells": [{"source": "%%cuda ..."}]}')
+    for name in ("a", "c"):
+        (tmp_path / f"{name}.ipynb").write_text('{"cells": [{"source": "%%cuda ..."}]}')
     (tmp_path / "b.ipynb").write_text('{"cells": []}')
-    calls = []
+    calls, done = [], []
 
     def fake_run(cmd, **kwargs):
         calls.append(cmd[-1])
+        assert "os.nice(10)" in cmd[2]  # below the notebooks and tests beside it
+        if cmd[-1] == "c.ipynb":
+            return subprocess.CompletedProcess(cmd, 1, stdout="", stderr="nvcc failed")  # the notebook builds it
         return subprocess.CompletedProcess(cmd, 0, stdout="3\n", stderr="")
 
     monkeypatch.setattr(suite.subprocess, "run", fake_run)
-    assert suite.build_cuda_cells(["a.ipynb", "b.ipynb"], tmp_path, 4).startswith("built 3 %%cuda cells of 1 notebooks")
-    assert calls == ["a.ipynb"]
+    line = suite.build_cuda_cells(["c.ipynb", "a.ipynb", "b.ipynb"], tmp_path, 1, done.append)
+    assert line.startswith("built 3 %%cuda cells of 2 notebooks")
+    assert calls == ["c.ipynb", "a.ipynb"]  # in the order given
+    assert done == ["b.ipynb", "c.ipynb", "a.ipynb"]  # each one's wait ends, also after a failed build
 
 
 def test_run_item_reports_failure_and_time_out(tmp_path, monkeypatch):

@@ -10,12 +10,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from gpu_ml.bench import TEST_LOCK, held_shared
 from gpu_ml.env import has_gpu
 from gpu_ml.notebook import patch_interpreter
 from tests.triton_specializations import TARGETS
@@ -25,21 +23,6 @@ if not HAS_GPU:
     # The notebook kernels inherit this, so kernels defined before setup() still interpret.
     os.environ["TRITON_INTERPRET"] = "1"
     patch_interpreter()  # as setup() does
-
-
-# Under `gpu-ml test` with notebooks sharing the GPU, this test file runs beside them: each test holds the GPU lock
-# shared (held_shared), so that no test runs during a notebook's measurement. Taken out of the
-# environment: the processes a test starts (a notebook it executes, a pytest) never wait for this lock.
-_TEST_LOCK = os.environ.pop(TEST_LOCK, None)
-
-
-@pytest.fixture(autouse=True)
-def _beside_sharing_notebooks() -> Iterator[None]:
-    if _TEST_LOCK is None:
-        yield
-        return
-    with held_shared(_TEST_LOCK):
-        yield
 
 
 @pytest.fixture(autouse=True)

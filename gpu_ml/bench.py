@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterator, Sequence
 from gpu_ml.env import has_gpu
 
 SHARED_GPU_LOCK = "GPU_ML_GPU_LOCK"  # a lock file, set by `gpu-ml test` when notebooks share one GPU
-TEST_LOCK = "GPU_ML_GPU_LOCK_TESTS"  # the same lock file, handed to a test file that runs beside sharing notebooks
 STARTED = "GPU_ML_GPU_LOCK_STARTED"  # a file this process creates once it takes the lock itself (gpu_ml.suite.run_item)
 _lock = {"path": None, "fd": None, "turn": None, "held": None, "started": None}  # this process's lock file (see
 # claim_gpu_lock), its open file and turnstile (take_in_turn), what it holds (None, "shared", "exclusive") and the
@@ -78,24 +77,6 @@ def hold_gpu(mode: str | None) -> None:
     _lock["held"] = None
     take_in_turn(_lock["fd"], _lock["turn"], mode)
     _lock["held"] = mode
-
-
-@contextlib.contextmanager
-def held_shared(path: str) -> Iterator[None]:
-    """Hold the lock file `path` shared while the block runs (one test of a test file that `gpu-ml test` runs beside
-    notebooks sharing the GPU): no notebook's `#| gpu` cell or measurement runs meanwhile, and the block waits while
-    one does. Its own file descriptors, not this process's notebook lock (hold_gpu); let go once the block's queued
-    GPU work has run."""
-    fds = [os.open(f"{path}{end}", os.O_RDWR | os.O_CREAT, 0o644) for end in ("", ".turn")]
-    try:
-        take_in_turn(*fds, "shared")
-        try:
-            yield
-        finally:
-            finish_queued_work()
-    finally:
-        for fd in fds:
-            os.close(fd)  # closing lets go of the flock
 
 
 @contextlib.contextmanager

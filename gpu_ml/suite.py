@@ -6,11 +6,11 @@ several at once (they time nothing that a neighbour could disturb), on the GPUs 
 notebook's `%%cuda` cells are compiled into the build cache on the other cores; then the notebooks, each as soon as
 its cells are built, whose benchmarks need a GPU to themselves: one worker per GPU (`CUDA_VISIBLE_DEVICES`); with
 more workers than GPUs, notebooks share a GPU, each `#| gpu` cell and measurement with the GPU to itself
-(`sharing_gpus`), and a notebook starts only when its recorded peak of GPU memory fits beside those running there
-(less TEST_RESERVE_GIB per test file beside them). Test files that never touch a GPU (`pytestmark =
-pytest.mark.cpu_only`) run beside the notebooks instead, on the spare cores; when notebooks share a GPU, every test
-file does, each of its tests holding the lock shared (conftest.py), so that none runs during a notebook's `#| gpu`
-cell or measurement, and the build runs beside them all from the start, at a lower CPU priority.
+(`sharing_gpus`), and a notebook starts only when its recorded peak of GPU memory fits beside those running there.
+Test files that never touch a GPU (`pytestmark = pytest.mark.cpu_only`) run beside the notebooks instead, on the
+spare cores. (Test files beside notebooks that share a GPU, each test holding the lock shared, were tried on one H200
+on 2026-12-04: a measurement then waited for the longest test running, compiles included, while the others queued
+behind it, and items took 2-5x their solo time.)
 Under GPU_ML_EMULATE, items the emulated record lacks are planned with their time and peak from this GPU's own
 record (the peak at most the profile's memory).
 Workers take the items longest first, from the times of the last run. `shard` runs one part
@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from gpu_ml.bench import SHARED_GPU_LOCK, STARTED, TEST_LOCK, take_in_turn
+from gpu_ml.bench import SHARED_GPU_LOCK, STARTED, take_in_turn
 from gpu_ml.env import emulated
 from gpu_ml.results import project_root, slug
 
@@ -42,7 +42,6 @@ CPU_ONLY = "pytestmark = pytest.mark.cpu_only"  # the line that marks a test fil
 DEFAULT_SECONDS = 60.0  # the planning guess for an item without a recorded time
 DEFAULT_PEAK_GIB = 16.0  # the guess for a notebook without a recorded peak of GPU memory, when notebooks share a GPU
 MEMORY_SHARE = 0.85  # of a GPU's memory, what the peaks of the notebooks sharing it may add up to
-TEST_RESERVE_GIB = 2.0  # per test file running beside notebooks that share a GPU: kept out of the notebooks' share
 Outcome = tuple[float, bool, str]  # seconds, passed, the end of its output
 _REPORTING = threading.Lock()
 
@@ -78,17 +77,14 @@ def run_item(item: str, gpu: int | None, save: bool, timeout: float, root: Path)
     """Run one item in a child process, on GPU `gpu` if given; a time-out counts as a failure. When notebooks share
     the GPU, a notebook's start (its kernel, the torch import, a CUDA context) happens with the lock held shared on
     its behalf until it takes the lock itself (`gpu_ml.bench.STARTED`): no measurement of another notebook runs
-    beside a notebook that is starting. A test file gets the lock as TEST_LOCK instead (each of its tests holds it
-    shared: conftest.py), or not at all when it never touches a GPU."""
+    beside a notebook that is starting. A test file (CPU-only, beside them) never gets the lock."""
     env = dict(os.environ)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
         if SHARED_GPU_LOCK in env:  # one lock per GPU
             env[SHARED_GPU_LOCK] += f".{gpu}"
-    if SHARED_GPU_LOCK in env and not item.endswith(".ipynb"):
-        lock = env.pop(SHARED_GPU_LOCK)
-        if CPU_ONLY not in (root / item).read_text():
-            env[TEST_LOCK] = lock
+    if not item.endswith(".ipynb"):
+        env.pop(SHARED_GPU_LOCK, None)
     holding = None
     if SHARED_GPU_LOCK in env and item.endswith(".ipynb"):
         env[STARTED] = f"{env[SHARED_GPU_LOCK]}.started.{os.getpid()}.{threading.get_ident()}"
@@ -203,7 +199,7 @@ def build_cuda_cells(notebooks: list[str], root: Path, processes: int,
                      done: Callable[[str], None] | None = None) -> str:
     """Compile the `%%cuda` cells of `notebooks` into the build cache (gpu_ml.cuda.build_notebook), `processes`
     notebooks at a time in the order given, each in a fresh process as its run will be, at a lower CPU priority
-    (nice 10) than the notebooks and tests beside it; `done(notebook)` once each is built (at once for one without
+    (nice 10) than the tests and notebooks beside it; `done(notebook)` once each is built (at once for one without
     `%%cuda` cells). A line that says what was built."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -236,8 +232,7 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
     `prebuild` (default, when a GPU is present and there are test files or several notebooks: build_cuda_cells, on
     the other cores, or on every core without test files to run first) compiles the notebooks' CUDA cells, the
     longest notebook's first; then the notebooks run `workers` at a time (default: one per GPU), each as soon as its
-    cells are built. With more workers than GPUs the test files run beside the notebooks instead, and the build runs
-    on every core from the start, beside both."""
+    cells are built."""
     import torch
 
     root = project_root(root)
@@ -268,8 +263,7 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
     tests = [i for i in items if not i.endswith(".ipynb")]
     notebooks = [i for i in items if i.endswith(".ipynb")]
     sharing = bool(gpu_count) and workers > gpu_count
-    # beside the notebooks: test files that never touch a GPU, and when notebooks share a GPU, every test file
-    beside = [t for t in tests if notebooks and (sharing or CPU_ONLY in (root / t).read_text())]
+    beside = [t for t in tests if notebooks and CPU_ONLY in (root / t).read_text()]  # they never touch a GPU
     tests = [t for t in tests if t not in beside]
     # One notebook builds its own cells. For several, one build of all of them beats each building its own in turn,
     # and no build then runs inside a cell that another notebook's measurement waits for (a cold sm_80 build took 4
@@ -288,7 +282,7 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
         native = json.loads(own.read_text())["items"] if own.exists() else {}
     seconds = {k: v["seconds"] for k, v in (native | previous).items()}
     print(f"{len(tests)} test files on {test_workers} worker(s), then {len(notebooks)} notebooks on {workers} "
-          f"worker(s) beside {len(beside)} {'' if sharing else 'CPU-only '}test files ({gpu_name})"
+          f"worker(s) beside {len(beside)} CPU-only test files ({gpu_name})"
           f"{'; notebooks share a GPU, measuring with it to themselves' if sharing else ''}"
           f"{'; notebook outputs saved' if save else ''}", flush=True)
     runner = runner or (lambda item, gpu: run_item(item, gpu, save, timeout, root))
@@ -330,14 +324,13 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
     if notebooks:
         side: dict[str, Outcome] = {}
         beside_tests = threading.Thread(target=lambda: side.update(
-            run(order(beside, seconds), runner, gpu_count if sharing else 0, test_workers, ended)))
+            run(order(beside, seconds), runner, 0, test_workers, ended)))
         peaks = {k: v.get("peak_gpu_memory_gib") for k, v in previous.items()} if sharing else None
         if sharing and profile is not None:  # no emulated run saves a peak: the GPU's own, at most the profile's
             peaks = {nb: min(profile[2], native.get(nb, {}).get("peak_gpu_memory_gib") or DEFAULT_PEAK_GIB)
                      for nb in notebooks}
-        capacity = (MEMORY_SHARE * torch.cuda.mem_get_info(0)[1] / 2**30
-                    - TEST_RESERVE_GIB * min(test_workers, len(beside)) if sharing else math.inf)
-        with sharing_gpus(sharing):  # the lock file exists for the test files beside the notebooks too
+        capacity = MEMORY_SHARE * torch.cuda.mem_get_info(0)[1] / 2**30 if sharing else math.inf
+        with sharing_gpus(sharing):
             beside_tests.start()
             outcomes |= run(notebooks, runner, gpu_count, workers, ended, peaks=peaks, capacity=capacity,
                             built=built)

@@ -130,26 +130,6 @@ def test_a_shared_hold_is_let_go_only_after_the_queued_gpu_work(lock_file, monke
     assert len(calls) == 3
 
 
-def test_a_test_beside_the_notebooks_holds_the_lock_shared_for_its_own_length(tmp_path, monkeypatch):
-    """held_shared (what conftest.py does around each test of a file run beside notebooks sharing the GPU): a
-    measurement waits for the test, and the test's queued GPU work has run before it lets go. It uses its own file
-    descriptors, so this process's notebook lock (hold_gpu) is untouched."""
-    path = str(tmp_path / "gpu.lock")
-    synced = []
-    cuda = types.SimpleNamespace(is_available=lambda: True, is_initialized=lambda: True,
-                                 synchronize=lambda: synced.append(time.time()))
-    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
-    monkeypatch.setenv(bench.SHARED_GPU_LOCK, path)
-    with bench.held_shared(path):
-        measuring = subprocess.Popen([sys.executable, "-c", HOLD, "exclusive", str(tmp_path / "in"), "0"],
-                                     stdout=subprocess.PIPE, text=True)
-        time.sleep(1.0)  # the measurement starts and waits meanwhile
-        assert not (tmp_path / "in").exists() and bench._lock["fd"] is None
-        left = time.time()
-    measuring.communicate()
-    assert len(synced) == 1 and (tmp_path / "in").stat().st_mtime >= left - 0.05
-
-
 @pytest.mark.gpu
 def test_kernels_queued_in_a_shared_cell_have_run_when_it_lets_go(lock_file):
     import torch

@@ -199,14 +199,15 @@ def test_several_notebooks_without_test_files_are_built_on_every_core_each_runni
     assert events == [("ran", "cuda/a.ipynb")]
 
 
-def test_test_files_run_beside_notebooks_that_share_a_gpu(tmp_path, monkeypatch):
-    """With more notebook workers than GPUs the test files run beside the notebooks, inside the lock's lifetime, and
-    the build on every core beside both from the start: a test file need not wait for it, a notebook waits for its
-    own cells only. The notebooks' memory share leaves room for the test files."""
+def test_notebooks_sharing_a_gpu_run_after_the_test_files_each_once_built(tmp_path, monkeypatch):
+    """With more notebook workers than GPUs, the GPU test files still run first, beside the build on the other
+    cores; a notebook without CUDA cells need not wait for the build, one with them waits for its own. Only the
+    notebooks (and CPU-only test files) run with the lock file named; a test file never gets it."""
     (tmp_path / "pyproject.toml").write_text("")
     for path in ("cuda/a.ipynb", "triton/b.ipynb", "tests/test_c.py", "tests/test_d.py"):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text("{}")
+    (tmp_path / "tests/test_d.py").write_text(suite.CPU_ONLY + "\n")
     monkeypatch.setattr("torch.cuda.is_available", lambda: True)
     monkeypatch.setattr("torch.cuda.device_count", lambda: 1)
     monkeypatch.setattr("torch.cuda.get_device_name", lambda *a: "NVIDIA H200")
@@ -233,25 +234,20 @@ def test_test_files_run_beside_notebooks_that_share_a_gpu(tmp_path, monkeypatch)
     monkeypatch.setattr(suite, "run", run)
     runner = lambda item, gpu: events.append((item, suite.SHARED_GPU_LOCK in os.environ)) or (1.0, True, "")  # noqa: E731
     assert suite.main(workers=2, test_workers=2, root=tmp_path, runner=runner) == 0
-    assert events[0] == ("building", 16)  # every core
+    assert events[:2] == [("building", 14), ("tests/test_c.py", False)]  # 16 cores less 2 for the test files
     built_at = events.index(("built", "cuda/a.ipynb"))
-    assert sorted(events[1:built_at]) == [(item, True) for item in ("tests/test_c.py", "tests/test_d.py",
-                                                                    "triton/b.ipynb")]  # none waited for the build
+    assert sorted(events[2:built_at]) == [("tests/test_d.py", True), ("triton/b.ipynb", True)]  # no wait
     assert events[built_at + 1:] == [("cuda/a.ipynb", True)]
-    assert min(capacities) == suite.MEMORY_SHARE * 100 - 2 * suite.TEST_RESERVE_GIB  # the notebooks' run
+    assert sorted(capacities) == [suite.MEMORY_SHARE * 100, math.inf, math.inf]  # the notebooks; the test files
 
 
-def test_run_item_hands_a_test_file_the_lock_for_its_tests(tmp_path, monkeypatch):
-    """Beside notebooks sharing the GPU, a test file gets the lock as TEST_LOCK (its tests hold it, conftest.py) and
-    never as the notebooks' variable; a CPU-only test file gets neither."""
+def test_run_item_never_hands_a_test_file_the_lock(tmp_path, monkeypatch):
     (tmp_path / "tests").mkdir()
-    (tmp_path / "tests/test_gpu.py").write_text("")
     (tmp_path / "tests/test_cpu.py").write_text(suite.CPU_ONLY + "\n")
-    show = f"import os; print(os.environ.get({suite.SHARED_GPU_LOCK!r}), os.environ.get({suite.TEST_LOCK!r}))"
+    show = f"import os; print(os.environ.get({suite.SHARED_GPU_LOCK!r}))"
     monkeypatch.setattr(suite, "command", lambda item, save: [sys.executable, "-c", show])
     monkeypatch.setenv(suite.SHARED_GPU_LOCK, str(tmp_path / "gpu.lock"))
-    assert suite.run_item("tests/test_gpu.py", 1, False, 30, tmp_path)[2].split() == ["None", f"{tmp_path}/gpu.lock.1"]
-    assert suite.run_item("tests/test_cpu.py", None, False, 30, tmp_path)[2].split() == ["None", "None"]
+    assert suite.run_item("tests/test_cpu.py", None, False, 30, tmp_path)[2].split() == ["None"]
 
 
 def test_each_item_is_recorded_as_it_ends(tmp_path, monkeypatch):

@@ -76,8 +76,9 @@ def require(
             raise TypeError(f"{where} has dtype {t.dtype}; supported: {', '.join(map(str, dtypes))}")
         # bf16 is checked on the first tensor only (the others must share its dtype): once per call, not per tensor
         if first is None and t.dtype == torch.bfloat16 and not bf16_ok():
-            why = "Triton's interpreter has no bf16 arithmetic" if interpreting() else (
-                f"this GPU has compute capability {capability()}")
+            cap = capability()
+            why = ("Triton's interpreter has no bf16 arithmetic" if interpreting() or cap is None
+                   else f"this GPU has compute capability {cap[0]}.{cap[1]}")
             raise TypeError(f"{where} has dtype torch.bfloat16: bfloat16 needs a GPU of compute capability 8.0+ "
                             f"({why}); use float16")
         if ndim is not None and t.dim() != ndim:

@@ -54,7 +54,7 @@ def test_bf16_needs_compute_capability_8(monkeypatch):
     monkeypatch.setattr("gpu_ml.validate.capability", lambda: (7, 5))
     assert usable((torch.float16, torch.bfloat16)) == (torch.float16,)
     monkeypatch.setattr("gpu_ml.validate.kernel_device", lambda: "cpu")  # past the device check, on a CPU
-    with pytest.raises(TypeError, match=r"compute capability 8\.0\+ \(this GPU has compute capability \(7, 5\)\)"):
+    with pytest.raises(TypeError, match=r"capability 8\.0\+ \(this GPU has compute capability 7\.5\); use float16"):
         require("f", x=torch.zeros(2, dtype=torch.bfloat16))
 
 

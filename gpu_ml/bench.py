@@ -7,6 +7,7 @@ import math
 import os
 import statistics
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 
 from gpu_ml.env import has_gpu
@@ -16,6 +17,7 @@ STARTED = "GPU_ML_GPU_LOCK_STARTED"  # a file this process creates once it takes
 _lock = {"path": None, "fd": None, "turn": None, "held": None, "started": None}  # this process's lock file (see
 # claim_gpu_lock), its open file and turnstile (take_in_turn), what it holds (None, "shared", "exclusive") and the
 # file that says it has started
+_alone = {"depth": 0, "seconds": 0.0}  # how deep in gpu_alone blocks this process is, and their total time
 
 
 def claim_gpu_lock() -> bool:
@@ -83,13 +85,25 @@ def hold_gpu(mode: str | None) -> None:
 def gpu_alone() -> Iterator[None]:
     """Have the GPU to this process alone while the block runs (a measurement): when `gpu-ml test` runs notebooks
     side by side on one GPU, wait until no other notebook runs a cell and keep them waiting until the block ends,
-    then go back to what this process held. Nothing happens otherwise; nested blocks are free."""
+    then go back to what this process held. Nothing happens otherwise; nested blocks are free. The time inside
+    the outermost blocks, waits for the lock left out, adds up in seconds_alone()."""
     before = _lock["held"]
     hold_gpu("exclusive")
+    start = time.perf_counter()
+    _alone["depth"] += 1
     try:
         yield
     finally:
+        _alone["depth"] -= 1
+        if not _alone["depth"]:
+            _alone["seconds"] += time.perf_counter() - start
         hold_gpu(before)
+
+
+def seconds_alone() -> float:
+    """Seconds this process spent in gpu_alone blocks (measurements, profiles, CUDA programs), nested ones once:
+    what it would hold the GPU alone for beyond its `#| gpu` cells when `gpu-ml test` runs notebooks side by side."""
+    return _alone["seconds"]
 
 
 def require_gpu(what: str) -> None:

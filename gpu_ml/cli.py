@@ -46,9 +46,11 @@ def _gpu_ml_reset(device=None, _reset=_torch.cuda.reset_peak_memory_stats):
         _gpu_ml_peak[0] = max(_gpu_ml_peak[0], _torch.cuda.max_memory_reserved(device))
     _reset(device)
 _torch.cuda.reset_peak_memory_stats = _torch.cuda.memory.reset_peak_memory_stats = _gpu_ml_reset"""
-# Run after a notebook's last cell, in its kernel, then removed: the most GPU memory PyTorch's allocator held.
-_PEAK_CELL = """print(max(_gpu_ml_peak[0], _torch.cuda.max_memory_reserved())
-      if _torch.cuda.is_initialized() else -1)"""
+# Run after a notebook's last cell, in its kernel, then removed: the most GPU memory PyTorch's allocator held, and
+# the seconds spent in gpu_ml.bench.gpu_alone blocks.
+_PEAK_CELL = """import sys as _sys
+print(max(_gpu_ml_peak[0], _torch.cuda.max_memory_reserved()) if _torch.cuda.is_initialized() else -1,
+      _sys.modules["gpu_ml.bench"].seconds_alone() if "gpu_ml.bench" in _sys.modules else 0.0)"""
 
 
 def execute(path: Path, *, timeout: int = 1800, kernel: str = "python3") -> None:
@@ -56,7 +58,8 @@ def execute(path: Path, *, timeout: int = 1800, kernel: str = "python3") -> None
 
     The provenance (`metadata.gpu_ml`) includes `peak_gpu_memory_gib`: the most GPU memory PyTorch's allocator
     reserved in the notebook's kernel (None when it never used CUDA), what a smaller GPU must hold, including
-    the peaks before any `torch.cuda.reset_peak_memory_stats()` the notebook calls; and `side_by_side`: whether
+    the peaks before any `torch.cuda.reset_peak_memory_stats()` the notebook calls; `gpu_alone_s`: the seconds its
+    measurements, profiles and CUDA programs took (gpu_ml.bench.seconds_alone); and `side_by_side`: whether
     other notebooks shared the GPU (`gpu-ml test` with more workers than GPUs), whose CPU work can slow the
     host-bound timings even while a measurement has the GPU alone."""
     import importlib
@@ -75,13 +78,14 @@ def execute(path: Path, *, timeout: int = 1800, kernel: str = "python3") -> None
     nb.cells.insert(0, nbformat.v4.new_code_cell(_PEAK_KEEPER))
     nb.cells.append(nbformat.v4.new_code_cell(_PEAK_CELL))
     client.execute()  # raises CellExecutionError on the first failing cell; the file is left untouched
-    peak = int(nb.cells.pop().outputs[0]["text"])
+    peak, alone = nb.cells.pop().outputs[0]["text"].split()
     del nb.cells[0]
     for cell in nb.cells:  # counted from 1 again, as if the keeper had not run
         if cell.cell_type == "code" and cell.execution_count:
             cell.execution_count -= 1
-    nb.metadata["gpu_ml"] = provenance() | {"peak_gpu_memory_gib": round(peak / 2**30, 2) if peak >= 0 else None,
-                                            "side_by_side": SHARED_GPU_LOCK in os.environ}
+    nb.metadata["gpu_ml"] = provenance() | {
+        "peak_gpu_memory_gib": round(int(peak) / 2**30, 2) if int(peak) >= 0 else None,
+        "gpu_alone_s": round(float(alone), 1), "side_by_side": SHARED_GPU_LOCK in os.environ}
     nbformat.write(nb, path)
 
 

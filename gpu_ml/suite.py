@@ -294,9 +294,9 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
         seconds_taken, ok, output = outcome
         with record_lock:
             previous[item] = previous.get(item, {}) | {"seconds": round(seconds_taken, 1), "passed": ok}
-            if save and ok and item.endswith(".ipynb"):  # gpu-ml execute wrote its peak into the notebook
-                previous[item]["peak_gpu_memory_gib"] = json.loads((root / item).read_text())["metadata"].get(
-                    "gpu_ml", {}).get("peak_gpu_memory_gib")
+            if save and ok and item.endswith(".ipynb"):  # gpu-ml execute wrote these into the notebook
+                meta = json.loads((root / item).read_text())["metadata"].get("gpu_ml", {})
+                previous[item] |= {key: meta.get(key) for key in ("peak_gpu_memory_gib", "gpu_alone_s")}
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(record | {"gpu": gpu_name, "date": datetime.date.today().isoformat(),
                                                  "workers": workers, "test_workers": test_workers,

@@ -76,8 +76,18 @@ def test_execute_saves_outputs_and_provenance(tmp_path, monkeypatch):
     meta = done.metadata["gpu_ml"]
     assert {"gpu", "versions", "date"} <= set(meta) and "torch" in meta["versions"]
     assert len(done.cells) == 1 and meta["peak_gpu_memory_gib"] is None  # no CUDA used; the probe cells removed
+    assert meta["gpu_alone_s"] == 0.0  # gpu_ml.bench never imported
     assert done.cells[0].execution_count == 1
     assert meta["side_by_side"] is False
+
+
+def test_execute_records_the_time_the_notebook_had_the_gpu_alone(tmp_path):
+    """Nested blocks count once; what lies outside them, not at all."""
+    cell = ("import time\nfrom gpu_ml.bench import gpu_alone\nwith gpu_alone():\n    with gpu_alone():\n"
+            "        time.sleep(0.4)\n    time.sleep(0.2)\ntime.sleep(0.5)")
+    nb = _notebook(tmp_path / "alone.ipynb", (cell, []))
+    cli.main(["execute", str(nb)])
+    assert 0.6 <= nbformat.read(nb, as_version=4).metadata["gpu_ml"]["gpu_alone_s"] < 1.0
 
 
 def test_execute_records_a_run_beside_other_notebooks(tmp_path, monkeypatch):

@@ -9,8 +9,8 @@ more workers than GPUs, notebooks share a GPU, each `#| gpu` cell and measuremen
 (`sharing_gpus`), and a notebook starts only when its recorded peak of GPU memory fits beside those running there.
 Test files that never touch a GPU (`pytestmark = pytest.mark.cpu_only`) run beside the notebooks instead, on the
 spare cores. (Test files beside notebooks that share a GPU, each test holding the lock shared, were tried on one H200
-on 2026-12-04: a measurement then waited for the longest test running, compiles included, while the others queued
-behind it, and items took 2-5x their solo time.)
+on 2026-12-04: by the lock's design a measurement then waits for the longest test running, compiles included, while
+the cells of every other notebook queue behind it; the first eight items to end took 2.3x-5.4x their solo time.)
 Under GPU_ML_EMULATE, items the emulated record lacks are planned with their time and peak from this GPU's own
 record (the peak at most the profile's memory).
 Workers take the items longest first, from the times of the last run. `shard` runs one part

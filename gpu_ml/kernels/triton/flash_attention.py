@@ -156,8 +156,6 @@ def check_attention_inputs(q, k, v, scale):
         raise ValueError(f"the {hq} query heads must be a multiple of the {hkv} key/value heads (GQA)")
     if d not in HEAD_DIMS:
         raise ValueError(f"head dim {d} is not supported; supported: {HEAD_DIMS}")
-    if q.dtype == torch.bfloat16 and (capability() or (9, 0)) < (8, 0):  # the emulated one under GPU_ML_EMULATE
-        raise TypeError("bfloat16 needs a GPU with compute capability 8.0 or newer")
     if any(t.stride(-1) != 1 for t in (q, k, v)):
         raise ValueError("the last dimension (head_dim) of q, k, v must be contiguous (stride 1)")
     check_head_span(q=q, k=k, v=v)

@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterator, Sequence
 from gpu_ml.env import has_gpu
 
 SHARED_GPU_LOCK = "GPU_ML_GPU_LOCK"  # a lock file, set by `gpu-ml test` when notebooks share one GPU
-STARTED = "GPU_ML_GPU_LOCK_STARTED"  # a file this process creates once it takes the lock itself (gpu_ml.suite.run_item)
-_lock = {"path": None, "fd": None, "turn": None, "held": None, "started": None}  # this process's lock file (see
-# claim_gpu_lock), its open file and turnstile (take_in_turn), what it holds (None, "shared", "exclusive") and the
-# file that says it has started
+_lock = {"path": None, "fd": None, "turn": None, "held": None}  # this process's lock file (see claim_gpu_lock), its
+# open file and turnstile (take_in_turn), and what it holds (None, "shared", "exclusive")
 _alone = {"depth": 0, "seconds": 0.0}  # how deep in gpu_alone blocks this process is, and their total time
+_waits = {"waited": 0.0, "exclusive": 0.0, "since": 0.0}  # seconds waited for the lock and held exclusively, and
+# when the exclusive hold began
 
 
 def claim_gpu_lock() -> bool:
@@ -25,9 +25,8 @@ def claim_gpu_lock() -> bool:
     that the processes it starts (a profiled workload, a compiler) neither wait for a lock this process holds nor
     take it: they run inside this process's cell. True when there was a lock file to keep."""
     path = os.environ.pop(SHARED_GPU_LOCK, None)
-    started = os.environ.pop(STARTED, None)
     if path:
-        _lock.update(path=path, started=started)
+        _lock["path"] = path
     return bool(_lock["path"])
 
 
@@ -72,13 +71,14 @@ def hold_gpu(mode: str | None) -> None:
         _lock["turn"] = os.open(f"{path}.turn", os.O_RDWR | os.O_CREAT, 0o644)
     if _lock["held"] == "shared":
         finish_queued_work()  # before another notebook's measurement may start
-    started = _lock["started"] or os.environ.pop(STARTED, None)  # also before claim_gpu_lock: never a deadlock
-    if started:  # the runner held the lock for this notebook's start: it lets go now (not after: a wait)
-        open(started, "w").close()
-        _lock["started"] = None
+    now = time.perf_counter()
+    if _lock["held"] == "exclusive":
+        _waits["exclusive"] += now - _waits["since"]
     _lock["held"] = None
     take_in_turn(_lock["fd"], _lock["turn"], mode)
     _lock["held"] = mode
+    _waits["since"] = time.perf_counter()
+    _waits["waited"] += _waits["since"] - now
 
 
 @contextlib.contextmanager
@@ -100,6 +100,12 @@ def gpu_alone() -> Iterator[None]:
         hold_gpu(before)
 
 
+def lock_seconds() -> tuple[float, float]:
+    """Seconds this process waited for the shared-GPU lock, and held it exclusively (`#| gpu` cells, measurements):
+    where a notebook's time went when `gpu-ml test` ran notebooks side by side on one GPU; (0, 0) otherwise."""
+    return _waits["waited"], _waits["exclusive"]
+
+
 def seconds_alone() -> float:
     """Seconds this process spent in gpu_alone blocks (measurements, profiles, CUDA programs), nested ones once:
     what it would hold the GPU alone for beyond its `#| gpu` cells when `gpu-ml test` runs notebooks side by side."""
@@ -116,9 +122,11 @@ def bench(fn: Callable[[], object], *, cudagraph: bool = False, warmup: int = 25
     """Median time of `fn()` in milliseconds on the GPU.
 
     Uses `triton.testing.do_bench`, which warms up, flushes the L2 cache before every call and
-    times with CUDA events for about `rep` ms (default 100). `cudagraph=True` replays `fn` from a
+    times with CUDA events for about `rep` ms (default 50, half of Triton's). `cudagraph=True` replays `fn` from a
     CUDA graph (`do_bench_cudagraph`), which removes the Python launch overhead from the figure:
-    it captures `rep` ms of calls (default 20, Triton's) and replays them ten times. Where `gpu-ml test` runs
+    it captures `rep` ms of calls (default 10, half of Triton's) and replays them ten times. Half of Triton's
+    defaults is still dozens of calls of the slowest kernel timed here (an 8192^3 matmul takes about 1.6 ms on an
+    H200); the suite's time is mostly measurement (`gpu-ml test`). Where `gpu-ml test` runs
     notebooks side by side on one GPU, it measures with the GPU to itself (`gpu_alone`).
     """
     require_gpu("bench()")
@@ -126,8 +134,8 @@ def bench(fn: Callable[[], object], *, cudagraph: bool = False, warmup: int = 25
 
     with gpu_alone():
         if cudagraph:
-            return float(triton.testing.do_bench_cudagraph(fn, rep=rep or 20, return_mode="median"))
-        return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep or 100, return_mode="median"))
+            return float(triton.testing.do_bench_cudagraph(fn, rep=rep or 10, return_mode="median"))
+        return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep or 50, return_mode="median"))
 
 
 def bench_pair(baseline: Callable[[], object], ours: Callable[[], object], *, rounds: int = 3,

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from gpu_ml.bench import SHARED_GPU_LOCK, STARTED, take_in_turn
+from gpu_ml.bench import SHARED_GPU_LOCK
 from gpu_ml.env import emulated
 from gpu_ml.results import project_root, slug
 
@@ -74,10 +74,8 @@ def command(item: str, save: bool) -> list[str]:
 
 
 def run_item(item: str, gpu: int | None, save: bool, timeout: float, root: Path) -> Outcome:
-    """Run one item in a child process, on GPU `gpu` if given; a time-out counts as a failure. When notebooks share
-    the GPU, a notebook's start (its kernel, the torch import, a CUDA context) happens with the lock held shared on
-    its behalf until it takes the lock itself (`gpu_ml.bench.STARTED`): no measurement of another notebook runs
-    beside a notebook that is starting. A test file (CPU-only, beside them) never gets the lock."""
+    """Run one item in a child process, on GPU `gpu` if given; a time-out counts as a failure. A test file (CPU-only,
+    beside notebooks that share a GPU) never gets the lock."""
     env = dict(os.environ)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
@@ -85,30 +83,14 @@ def run_item(item: str, gpu: int | None, save: bool, timeout: float, root: Path)
             env[SHARED_GPU_LOCK] += f".{gpu}"
     if not item.endswith(".ipynb"):
         env.pop(SHARED_GPU_LOCK, None)
-    holding = None
-    if SHARED_GPU_LOCK in env and item.endswith(".ipynb"):
-        env[STARTED] = f"{env[SHARED_GPU_LOCK]}.started.{os.getpid()}.{threading.get_ident()}"
-        holding = [os.open(f"{env[SHARED_GPU_LOCK]}{end}", os.O_RDWR | os.O_CREAT, 0o644) for end in ("", ".turn")]
-        take_in_turn(*holding, "shared")
     start = time.perf_counter()
-    child = subprocess.Popen(command(item, save), cwd=root, env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)
-    if holding is not None:
-        def let_go() -> None:  # once the notebook holds the lock itself, or has ended
-            while not os.path.exists(env[STARTED]) and child.poll() is None:
-                time.sleep(0.05)
-            for fd in holding:
-                os.close(fd)
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(env[STARTED])
-
-        threading.Thread(target=let_go, daemon=True).start()
     try:
-        output, _ = child.communicate(timeout=timeout)
-        passed = child.returncode == 0
-    except subprocess.TimeoutExpired:
-        child.kill()
-        output = f"timed out after {timeout:.0f} s\n{child.communicate()[0] or ''}"
+        child = subprocess.run(command(item, save), cwd=root, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, timeout=timeout)
+        passed, output = child.returncode == 0, child.stdout
+    except subprocess.TimeoutExpired as expired:
+        stdout = expired.stdout.decode(errors="replace") if isinstance(expired.stdout, bytes) else expired.stdout
+        output = f"timed out after {timeout:.0f} s\n{stdout or ''}"
         passed = False
     return time.perf_counter() - start, passed, output[-3000:]
 
@@ -296,7 +278,8 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
             previous[item] = previous.get(item, {}) | {"seconds": round(seconds_taken, 1), "passed": ok}
             if save and ok and item.endswith(".ipynb"):  # gpu-ml execute wrote these into the notebook
                 meta = json.loads((root / item).read_text())["metadata"].get("gpu_ml", {})
-                previous[item] |= {key: meta.get(key) for key in ("peak_gpu_memory_gib", "gpu_alone_s")}
+                previous[item] |= {key: meta.get(key) for key in ("peak_gpu_memory_gib", "gpu_alone_s",
+                                                                   "lock_wait_s", "exclusive_s") if key in meta}
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(record | {"gpu": gpu_name, "date": datetime.date.today().isoformat(),
                                                  "workers": workers, "test_workers": test_workers,

@@ -38,7 +38,7 @@ def lock_file(tmp_path, monkeypatch):
     for fd in (bench._lock["fd"], bench._lock["turn"]):
         if fd is not None:
             os.close(fd)
-    bench._lock.update(path=None, fd=None, turn=None, held=None, started=None)
+    bench._lock.update(path=None, fd=None, turn=None, held=None)
 
 
 def _holder(mode: str, seconds: float, tmp_path) -> tuple[subprocess.Popen, float]:
@@ -57,7 +57,7 @@ def test_without_the_variable_nothing_is_locked(monkeypatch):
     monkeypatch.delenv(bench.SHARED_GPU_LOCK, raising=False)
     with bench.gpu_alone():
         bench.hold_gpu("shared")
-    assert bench._lock == {"path": None, "fd": None, "turn": None, "held": None, "started": None}
+    assert bench._lock == {"path": None, "fd": None, "turn": None, "held": None}
     with pytest.raises(ValueError, match="mode must be"):
         bench.hold_gpu("mine")
 
@@ -166,7 +166,10 @@ def test_a_notebook_kernel_holds_the_lock_by_cell(tmp_path, monkeypatch):
                    ("import importlib\nprint(importlib.import_module('gpu_ml.bench')._lock['held'])", []),
                    ("#| gpu\nraise RuntimeError('a GPU cell ran on a CPU')", ["gpu"]))
     cli.main(["execute", str(nb)])
-    assert nbformat.read(nb, as_version=4).cells[1].outputs[0]["text"] == "shared\n"
+    saved = nbformat.read(nb, as_version=4)
+    assert saved.cells[1].outputs[0]["text"] == "shared\n"
+    meta = saved.metadata["gpu_ml"]
+    assert meta["side_by_side"] and meta["lock_wait_s"] >= 0 and meta["exclusive_s"] >= 0
 
 
 def test_a_kernel_claims_the_lock_so_that_the_processes_it_starts_neither_wait_nor_take_it(lock_file, tmp_path):
@@ -181,43 +184,17 @@ def test_a_kernel_claims_the_lock_so_that_the_processes_it_starts_neither_wait_n
     assert bench._lock["path"] == str(lock_file) and bench.claim_gpu_lock()  # kept: claiming again changes nothing
 
 
-def test_a_starting_notebook_holds_the_lock_through_its_runner_until_it_takes_it_itself(lock_file, tmp_path,
-                                                                                         monkeypatch):
-    """gpu-ml test holds the lock shared while a notebook starts (its kernel, imports, CUDA context: work no
-    measurement of another notebook should run beside), and lets go once the notebook takes the lock itself."""
-    import fcntl
-
-    child = ("import os, sys, time\n"
-             "import importlib; bench = importlib.import_module('gpu_ml.bench')\n"
-             "time.sleep(1.0)  # starting: imports, a CUDA context\n"
-             "assert bench.claim_gpu_lock() and bench.STARTED not in os.environ\n"
-             "bench.hold_gpu('shared')  # its first cell: the runner lets go\n"
-             "bench.hold_gpu(None)\n"
-             "time.sleep(2.0)\n")
-    monkeypatch.setattr(suite, "command", lambda item, save: [sys.executable, "-c", child])
-    outcome = []
-    runner = threading.Thread(target=lambda: outcome.append(suite.run_item("a.ipynb", None, False, 60, tmp_path)))
-    runner.start()
-    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT)
-    try:
-        time.sleep(0.5)
-        with pytest.raises(BlockingIOError):  # a measurement now would wait
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        deadline = time.time() + 30
-        while True:  # once the child has taken the lock itself (and let it go), a measurement may run
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                assert time.time() < deadline, "the runner never let go"
-                time.sleep(0.05)
-        assert not outcome, "the runner let go only when the notebook ended"
-        fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
-    runner.join()
-    assert outcome[0][1], outcome[0][2]
-    assert not list(tmp_path.glob("gpu.lock.started.*"))  # cleaned up
+def test_lock_seconds_count_the_waits_and_the_exclusive_holds(lock_file, tmp_path, monkeypatch):
+    monkeypatch.setattr(bench, "_waits", {"waited": 0.0, "exclusive": 0.0, "since": 0.0})
+    child, _ = _holder("shared", 0.5, tmp_path)  # another notebook's cell: the measurement waits for it
+    with bench.gpu_alone():
+        time.sleep(0.3)
+    child.communicate()
+    waited, exclusive = bench.lock_seconds()
+    assert 0.2 <= waited <= 5 and 0.3 <= exclusive <= 5
+    bench.hold_gpu("shared")  # a shared hold adds nothing to the exclusive time
+    bench.hold_gpu(None)
+    assert bench.lock_seconds()[1] == exclusive
 
 
 def test_a_waiting_measurement_keeps_new_cells_from_starting(lock_file, tmp_path):

@@ -2,39 +2,125 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import math
 import os
+import signal
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 
 from gpu_ml.env import has_gpu
 
 SHARED_GPU_LOCK = "GPU_ML_GPU_LOCK"  # a lock file, set by `gpu-ml test` when notebooks share one GPU
-_lock = {"path": None, "fd": None, "turn": None, "held": None}  # this process's lock file (see claim_gpu_lock), its
-# open file and turnstile (take_in_turn), and what it holds (None, "shared", "exclusive")
+PAUSE = signal.SIGUSR2  # what a measurement sends the other notebooks on its GPU: let go of it for a while (_pause)
+_lock = {"path": None, "fd": None, "turn": None, "held": None, "busy": False}  # this process's lock file (see
+# claim_gpu_lock), its open file and turnstile (take_in_turn), what it holds (None, "shared", "exclusive"), and
+# whether hold_gpu or _pause is changing that now
 _alone = {"depth": 0, "seconds": 0.0}  # how deep in gpu_alone blocks this process is, and their total time
-_waits = {"waited": 0.0, "exclusive": 0.0, "since": 0.0}  # seconds waited for the lock and held exclusively, and
-# when the exclusive hold began
+_waits = {"waited": 0.0, "exclusive": 0.0, "since": 0.0}  # seconds waited for the lock (or paused) and held
+# exclusively, and when the exclusive hold began
 
 
 def claim_gpu_lock() -> bool:
     """Keep the lock file named in GPU_ML_GPU_LOCK to this process and take the variable out of its environment, so
     that the processes it starts (a profiled workload, a compiler) neither wait for a lock this process holds nor
-    take it: they run inside this process's cell. True when there was a lock file to keep."""
+    take it: they run inside this process's cell. Called in the main thread, it also lets another notebook's
+    measurement pause this process (its id in the folder `<lock>.pids`, PAUSE handled by _pause), and makes Triton's
+    own timings (`triton.testing.do_bench` and `do_bench_cudagraph`, which Triton's autotuner calls) take the GPU
+    alone. True when there was a lock file to keep."""
     path = os.environ.pop(SHARED_GPU_LOCK, None)
-    if path:
+    if path and not _lock["path"]:
         _lock["path"] = path
+        if threading.current_thread() is threading.main_thread():  # signal handlers are set there only
+            signal.signal(PAUSE, _pause)
+            os.makedirs(f"{path}.pids", exist_ok=True)
+            me = os.path.join(f"{path}.pids", _process_id(os.getpid()))
+            open(me, "w").close()
+            atexit.register(lambda: os.path.exists(me) and os.remove(me))
+        _time_triton_alone()
     return bool(_lock["path"])
 
 
-def take_in_turn(fd: int, turn: int, mode: str | None) -> None:
+def _process_id(pid: int) -> str:
+    """"pid-start": the pid and, on Linux, when the process started (so that a pid reused by another process after
+    a notebook died is not taken for it); "pid-" elsewhere."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f"{pid}-{f.read().rsplit(')', 1)[1].split()[19]}"  # field 22, starttime
+    except (OSError, IndexError):
+        return f"{pid}-"
+
+
+def _nudge_others(path: str) -> None:
+    """Send PAUSE to the other notebooks on the GPU of lock file `path` that registered (claim_gpu_lock) and still
+    run: each one lets go of its shared hold at once instead of at the end of its cell. Only where the start times
+    tell a live notebook from a reused pid (Linux): elsewhere a measurement waits for the cells to end."""
+    folder = f"{path}.pids"
+    with contextlib.suppress(OSError):
+        for name in os.listdir(folder):
+            pid = int(name.split("-")[0])
+            if pid != os.getpid() and not name.endswith("-") and _process_id(pid) == name:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, PAUSE)
+
+
+def _pause(signum: int, frame: object) -> None:
+    """PAUSE from another notebook's measurement, which holds the turnstile: in the middle of a cell that holds the
+    lock shared, wait for this process's queued kernels, let go, and wait to hold it shared again (behind the
+    measurement), then carry on. Not while hold_gpu runs here (it is letting go or waiting anyway), nor while a CUDA
+    graph is being captured (no wait for the GPU is allowed then) or torch.compile traces: the measurement sends
+    PAUSE again meanwhile."""
+    if _lock["busy"] or _lock["held"] != "shared":
+        return
+    torch = sys.modules.get("torch")
+    if torch is not None and (torch.compiler.is_compiling() or torch.cuda.is_available()
+                              and torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()):
+        return
+    _lock["busy"] = True
+    try:
+        before = time.perf_counter()
+        finish_queued_work()
+        take_in_turn(_lock["fd"], _lock["turn"], None)
+        take_in_turn(_lock["fd"], _lock["turn"], "shared")
+        _waits["waited"] += time.perf_counter() - before
+    finally:
+        _lock["busy"] = False
+
+
+def _time_triton_alone() -> None:
+    """Wrap `triton.testing.do_bench` and `do_bench_cudagraph` in gpu_alone (once): the timings of a notebook that
+    calls them itself, and of Triton's autotuner, are measurements too. Each wrapper calls `fn` once before, outside
+    the block, as bench() does."""
+    try:
+        import triton.testing
+    except ImportError:
+        return
+    for name in ("do_bench", "do_bench_cudagraph"):
+        original = getattr(triton.testing, name)
+        if getattr(original, "alone", False):
+            continue
+
+        @functools.wraps(original)
+        def timed(fn, *args, _original=original, **kwargs):
+            fn()  # compiles a kernel not compiled yet (an autotuner's next config) outside the GPU-alone block
+            with gpu_alone():
+                return _original(fn, *args, **kwargs)
+
+        timed.alone = True
+        setattr(triton.testing, name, timed)
+
+
+def take_in_turn(fd: int, turn: int, mode: str | None, nudge: Callable[[], None] | None = None) -> None:
     """flock the lock file `fd` in `mode` ("shared", "exclusive" or None: let go) behind the turnstile file `turn`:
     an exclusive holder takes the turnstile first and keeps it until it lets go, and a shared one passes through it,
     so that a measurement waiting for the cells running now keeps new ones from starting (flock alone would let
-    shared holders in ahead of it for ever). Whatever `fd` held is let go first: never wait holding it."""
+    shared holders in ahead of it for ever). While an exclusive one waits for the shared holders, it calls `nudge`
+    every 10 ms (the measurement asks them to pause). Whatever `fd` held is let go first: never wait holding it."""
     import fcntl  # POSIX only, as `gpu-ml test` is; imported here so that gpu_ml loads everywhere
 
     fcntl.flock(fd, fcntl.LOCK_UN)
@@ -42,9 +128,18 @@ def take_in_turn(fd: int, turn: int, mode: str | None) -> None:
     if mode is None:
         return
     fcntl.flock(turn, fcntl.LOCK_EX)
-    fcntl.flock(fd, fcntl.LOCK_EX if mode == "exclusive" else fcntl.LOCK_SH)
     if mode == "shared":
+        fcntl.flock(fd, fcntl.LOCK_SH)
         fcntl.flock(turn, fcntl.LOCK_UN)
+        return
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if nudge is not None:
+                nudge()
+            time.sleep(0.01)
 
 
 def finish_queued_work() -> None:
@@ -59,8 +154,9 @@ def finish_queued_work() -> None:
 
 def hold_gpu(mode: str | None) -> None:
     """Take the shared-GPU lock in `mode` ("shared": other notebooks may run cells too; "exclusive": none may;
-    None: release it), waiting as long as needed (take_in_turn); a shared hold is let go only once this process's
-    queued GPU work has run (finish_queued_work). Nothing happens unless GPU_ML_GPU_LOCK names a lock file."""
+    None: release it), waiting as long as needed (take_in_turn; an exclusive hold pauses the other notebooks'
+    cells, _nudge_others); a shared hold is let go only once this process's queued GPU work has run
+    (finish_queued_work). Nothing happens unless GPU_ML_GPU_LOCK names a lock file."""
     if mode not in (None, "shared", "exclusive"):
         raise ValueError(f"mode must be None, 'shared' or 'exclusive', got {mode!r}")
     path = _lock["path"] or os.environ.get(SHARED_GPU_LOCK)
@@ -69,16 +165,20 @@ def hold_gpu(mode: str | None) -> None:
     if _lock["fd"] is None:
         _lock["fd"] = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         _lock["turn"] = os.open(f"{path}.turn", os.O_RDWR | os.O_CREAT, 0o644)
-    if _lock["held"] == "shared":
-        finish_queued_work()  # before another notebook's measurement may start
-    now = time.perf_counter()
-    if _lock["held"] == "exclusive":
-        _waits["exclusive"] += now - _waits["since"]
-    _lock["held"] = None
-    take_in_turn(_lock["fd"], _lock["turn"], mode)
-    _lock["held"] = mode
-    _waits["since"] = time.perf_counter()
-    _waits["waited"] += _waits["since"] - now
+    _lock["busy"] = True
+    try:
+        if _lock["held"] == "shared":
+            finish_queued_work()  # before another notebook's measurement may start
+        now = time.perf_counter()
+        if _lock["held"] == "exclusive":
+            _waits["exclusive"] += now - _waits["since"]
+        _lock["held"] = None
+        take_in_turn(_lock["fd"], _lock["turn"], mode, functools.partial(_nudge_others, path))
+        _lock["held"] = mode
+        _waits["since"] = time.perf_counter()
+        _waits["waited"] += _waits["since"] - now
+    finally:
+        _lock["busy"] = False
 
 
 @contextlib.contextmanager
@@ -132,6 +232,7 @@ def bench(fn: Callable[[], object], *, cudagraph: bool = False, warmup: int = 25
     require_gpu("bench()")
     import triton.testing
 
+    fn()  # the first call may compile (Triton's JIT, a new shape): not while other notebooks wait (gpu_alone)
     with gpu_alone():
         if cudagraph:
             return float(triton.testing.do_bench_cudagraph(fn, rep=rep or 10, return_mode="median"))

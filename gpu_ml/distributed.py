@@ -14,6 +14,7 @@ kept off in every rank (NCCL_NVLS_ENABLE=0 and the like), as the multi-GPU machi
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import multiprocessing as mp
 import os
@@ -30,6 +31,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+
+from gpu_ml.bench import gpu_alone
 
 # Set in every rank: no NVLink multicast (NVLS) in NCCL, PyTorch's symmetric memory or NVSHMEM.
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -176,20 +179,24 @@ def launch(fn: Callable, p: int, *args: Any, gpus: bool = False, timeout: float 
     ctx = mp.get_context(start_method)
     results = ctx.Queue()
     port = free_port()
-    with tempfile.TemporaryDirectory(prefix="gpu_ml_ranks_") as stacks:
-        procs = [ctx.Process(target=_worker, args=(fn, r, p, backend, port, args, timeout, threads, results, stacks),
-                             name=f"rank{r}", daemon=True) for r in range(p)]
-        grace = 0.0  # after a failure: stop the ranks at once
-        try:
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=_FORK_WARNING, category=DeprecationWarning)
-                for proc in procs:
-                    proc.start()
-            out = _collect(procs, results, p, timeout, Path(stacks))
-            grace = 5.0  # all reported: let them leave the process group
-            return out
-        finally:
-            _stop(procs, grace)
+    # ranks on GPUs are other processes, which another notebook's measurement could not pause under `gpu-ml test`:
+    # they run (and time their collectives) with the GPU to this notebook alone (gpu_ml.bench.gpu_alone)
+    with gpu_alone() if gpus else contextlib.nullcontext():
+        with tempfile.TemporaryDirectory(prefix="gpu_ml_ranks_") as stacks:
+            procs = [ctx.Process(target=_worker, name=f"rank{r}", daemon=True,
+                                 args=(fn, r, p, backend, port, args, timeout, threads, results, stacks))
+                     for r in range(p)]
+            grace = 0.0  # after a failure: stop the ranks at once
+            try:
+                with warnings.catch_warnings():
+                    warnings.filterwarnings("ignore", message=_FORK_WARNING, category=DeprecationWarning)
+                    for proc in procs:
+                        proc.start()
+                out = _collect(procs, results, p, timeout, Path(stacks))
+                grace = 5.0  # all reported: let them leave the process group
+                return out
+            finally:
+                _stop(procs, grace)
 
 
 def _collect(procs: list, results: Any, p: int, timeout: float, stacks: Path) -> list:

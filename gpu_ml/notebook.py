@@ -79,11 +79,12 @@ def _prepare_ipython() -> None:
 
 
 def _hold_for_cell(info) -> None:
-    """Under `gpu-ml test` with notebooks sharing one GPU: a `#| gpu` cell (it may time anything) runs with the GPU
-    to itself, any other cell beside other notebooks' cells (gpu_ml.bench.hold_gpu). Not only the measurements: with
-    long cells running beside it, each measurement would wait for the slowest of them (tried under GPU_ML_EMULATE:
-    1 of 18 notebooks ended in 220 s); and with nothing alone, speed comparisons that hold on any GPU fail."""
-    hold_gpu("exclusive" if (info.raw_cell or "").lstrip().startswith("#| gpu") else "shared")
+    """Under `gpu-ml test` with notebooks sharing one GPU: every cell runs holding the lock shared, beside other
+    notebooks' cells; only measurements (gpu_alone) have the GPU alone, and they pause the cells running elsewhere
+    (gpu_ml.bench.hold_gpu). `#| gpu` cells were held exclusively until 2026-12-04: a whole-suite run with six
+    notebooks at a time then spent most of its time waiting for the lock (a measurement waited for the cells
+    running, and every cell for the measurements); a cell that times anything itself wraps that in gpu_alone."""
+    hold_gpu("shared")
 
 
 def _release_after_cell(result) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpu_ml.bench import gpu_alone
 from gpu_ml.env import has_gpu
 from gpu_ml.profile import find, tool
 
@@ -146,8 +147,9 @@ def available() -> bool:
 def _run(command: list[str], tool_name: str, timeout: float) -> Report:
     if tool_name not in TOOLS:
         raise ValueError(f"tool must be one of {', '.join(TOOLS)}, got {tool_name!r}")
-    done = subprocess.run([tool("compute-sanitizer"), "--tool", tool_name, *command], capture_output=True, text=True,
-                          timeout=timeout)
+    with gpu_alone():  # another process, which another notebook's measurement could not pause (gpu-ml test)
+        done = subprocess.run([tool("compute-sanitizer"), "--tool", tool_name, *command], capture_output=True,
+                              text=True, timeout=timeout)
     output = done.stdout + done.stderr
     return Report(tool_name, errors_in(output), done.returncode, output)
 

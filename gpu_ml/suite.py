@@ -5,8 +5,9 @@ Each item runs in its own process: a notebook through pytest/nbval (or, with `sa
 several at once (they time nothing that a neighbour could disturb), on the GPUs in turn, while every
 notebook's `%%cuda` cells are compiled into the build cache on the other cores; then the notebooks, each as soon as
 its cells are built, whose benchmarks need a GPU to themselves: one worker per GPU (`CUDA_VISIBLE_DEVICES`); with
-more workers than GPUs, notebooks share a GPU, each `#| gpu` cell and measurement with the GPU to itself
-(`sharing_gpus`), and a notebook starts only when its recorded peak of GPU memory fits beside those running there.
+more workers than GPUs, notebooks share a GPU: their cells run side by side, and each measurement has the GPU to
+itself, pausing the other notebooks' cells meanwhile (`sharing_gpus`, gpu_ml.bench.hold_gpu); a notebook starts only
+when its recorded peak of GPU memory fits beside those running there.
 Test files that never touch a GPU (`pytestmark = pytest.mark.cpu_only`) run beside the notebooks instead, on the
 spare cores. (Test files beside notebooks that share a GPU, each test holding the lock shared, were tried on one H200
 on 2026-12-04: by the lock's design a measurement then waits for the longest test running, compiles included, while
@@ -159,8 +160,8 @@ def run(items: list[str], runner: Callable[[str, int | None], Outcome], gpus: in
 
 @contextlib.contextmanager
 def sharing_gpus(active: bool) -> Iterator[None]:
-    """While active, children find a lock file in GPU_ML_GPU_LOCK: notebooks that share a GPU then run their `#| gpu`
-    cells and every measurement with the GPU to themselves, and their other cells side by side (gpu_ml.bench)."""
+    """While active, children find a lock file in GPU_ML_GPU_LOCK: notebooks that share a GPU then run their cells
+    side by side, and every measurement with the GPU to themselves (gpu_ml.bench)."""
     if not active:
         yield
         return

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import subprocess
 import sys
@@ -38,7 +39,7 @@ def lock_file(tmp_path, monkeypatch):
     for fd in (bench._lock["fd"], bench._lock["turn"]):
         if fd is not None:
             os.close(fd)
-    bench._lock.update(path=None, fd=None, turn=None, held=None)
+    bench._lock.update(path=None, fd=None, turn=None, held=None, busy=False)
 
 
 def _holder(mode: str, seconds: float, tmp_path) -> tuple[subprocess.Popen, float]:
@@ -57,7 +58,7 @@ def test_without_the_variable_nothing_is_locked(monkeypatch):
     monkeypatch.delenv(bench.SHARED_GPU_LOCK, raising=False)
     with bench.gpu_alone():
         bench.hold_gpu("shared")
-    assert bench._lock == {"path": None, "fd": None, "turn": None, "held": None}
+    assert bench._lock == {"path": None, "fd": None, "turn": None, "held": None, "busy": False}
     with pytest.raises(ValueError, match="mode must be"):
         bench.hold_gpu("mine")
 
@@ -90,14 +91,65 @@ def test_other_notebooks_wait_while_a_measurement_runs(lock_file, tmp_path):
     assert ready.exists() and time.time() - start >= 1.0
 
 
-def test_cells_hold_the_lock_by_their_first_line(lock_file):
-    notebook._hold_for_cell(types.SimpleNamespace(raw_cell="#| gpu\nbench(f)"))
-    assert bench._lock["held"] == "exclusive"
-    notebook._release_after_cell(None)
-    assert bench._lock["held"] is None
-    notebook._hold_for_cell(types.SimpleNamespace(raw_cell="x = 1"))
-    assert bench._lock["held"] == "shared"
-    notebook._release_after_cell(None)
+def test_every_cell_holds_the_lock_shared(lock_file):
+    for cell in ("#| gpu\nbench(f)", "x = 1"):  # a `#| gpu` cell too: only measurements have the GPU alone
+        notebook._hold_for_cell(types.SimpleNamespace(raw_cell=cell))
+        assert bench._lock["held"] == "shared"
+        notebook._release_after_cell(None)
+        assert bench._lock["held"] is None
+
+
+PAUSED = """
+import importlib, json, sys, time
+bench = importlib.import_module("gpu_ml.bench")
+assert bench.claim_gpu_lock()
+bench.hold_gpu("shared")  # a cell that runs for 3 s
+open(sys.argv[1], "w").close()
+stamps, end = [], time.time() + 3.0
+while time.time() < end:
+    stamps.append(time.time())
+    time.sleep(0.001)
+bench.hold_gpu(None)
+print(json.dumps([stamps, *bench.lock_seconds()]))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pausing needs /proc (Linux)")
+def test_a_measurement_pauses_the_cells_running_in_other_notebooks(lock_file, tmp_path):
+    """A notebook that claimed the lock (as setup() does) lets go in the middle of its cell when a measurement
+    elsewhere asks (PAUSE), waits without running until the measurement ends, and then carries on."""
+    ready = tmp_path / "ready"
+    child = subprocess.Popen([sys.executable, "-c", PAUSED, str(ready)], stdout=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not ready.exists():
+        assert child.poll() is None and time.time() < deadline, "the child never took the lock"
+        time.sleep(0.01)
+    asked = time.time()
+    with bench.gpu_alone():
+        entered = time.time()
+        time.sleep(0.5)
+        left = time.time()
+    stamps, waited, exclusive = json.loads(child.communicate()[0])
+    assert entered - asked < 1.0  # not at the end of the other cell, 3 s in
+    assert not [t for t in stamps if entered < t < left], "the paused cell ran during the measurement"
+    assert [t for t in stamps if t > left], "the paused cell never carried on"
+    assert waited >= 0.4 and exclusive == 0
+
+
+def test_claiming_the_lock_makes_tritons_timings_measurements(lock_file, monkeypatch):
+    """Triton's do_bench and do_bench_cudagraph (its autotuner calls the first) run with the GPU alone, once wrapped."""
+    testing = pytest.importorskip("triton.testing")
+    held = []
+    for name in ("do_bench", "do_bench_cudagraph"):
+        monkeypatch.setattr(testing, name, lambda *args, **kwargs: held.append(bench._lock["held"]) or 1.0)
+    assert bench.claim_gpu_lock()
+    calls = []
+    assert testing.do_bench(lambda: calls.append(bench._lock["held"])) == 1.0  # called once before, not alone
+    assert testing.do_bench_cudagraph(print) == 1.0
+    assert calls == [None] and held == ["exclusive", "exclusive"] and bench._lock["held"] is None
+    wrapped = testing.do_bench
+    bench._time_triton_alone()  # again: nothing more
+    assert testing.do_bench is wrapped and not getattr(wrapped.__wrapped__, "alone", False)
 
 
 def test_a_shared_hold_is_let_go_only_after_the_queued_gpu_work(lock_file, monkeypatch):

@@ -15,6 +15,9 @@ import types
 import pytest
 
 from gpu_ml import notebook, suite
+from gpu_ml.results import project_root
+
+ROOT = project_root()
 
 bench = importlib.import_module("gpu_ml.bench")  # the module: `gpu_ml.bench` the attribute is the function
 
@@ -222,6 +225,38 @@ def test_a_notebook_kernel_holds_the_lock_by_cell(tmp_path, monkeypatch):
     assert saved.cells[1].outputs[0]["text"] == "shared\n"
     meta = saved.metadata["gpu_ml"]
     assert meta["side_by_side"] and meta["lock_wait_s"] >= 0 and meta["exclusive_s"] >= 0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pausing needs /proc (Linux)")
+def test_a_notebook_kernel_is_paused_in_the_middle_of_a_cell(tmp_path, monkeypatch):
+    """Two real kernels (gpu-ml execute): a measurement in one starts within a second while the other is 4 s into a
+    cell of Python work, which stops for the measurement and then finishes."""
+    from test_harness import _notebook
+
+    monkeypatch.setenv("GPU_ML_FORCE_CPU", "1")
+    monkeypatch.setenv(bench.SHARED_GPU_LOCK, str(tmp_path / "gpu.lock"))
+    busy = tmp_path / "busy"
+    setup = ("from gpu_ml import setup\nenv = setup(quiet=True)", [])
+    long_cell = (f"import time\nopen({str(busy)!r}, 'w').close()\nstamps, end = [], time.time() + 4\n"
+                 "while time.time() < end:\n    stamps.append(time.time())\n    time.sleep(0.001)", [])
+    measuring = (f"import os, time\nfrom gpu_ml.bench import gpu_alone\nwhile not os.path.exists({str(busy)!r}):\n"
+                 "    time.sleep(0.01)\ntime.sleep(0.5)\nasked = time.time()\nwith gpu_alone():\n"
+                 "    entered = time.time()\n    time.sleep(1.0)\n    left = time.time()", [])
+    report = (f"import json\nopen({str(tmp_path)!r} + '/' + NAME, 'w').write(json.dumps(REPORT))", [])
+    a = _notebook(tmp_path / "a.ipynb", setup, ("NAME = 'a'", []), long_cell,
+                  (report[0].replace("REPORT", "stamps"), []))
+    b = _notebook(tmp_path / "b.ipynb", setup, ("NAME = 'b'", []), measuring,
+                  (report[0].replace("REPORT", "[asked, entered, left]"), []))
+    runs = [subprocess.Popen([sys.executable, "-m", "gpu_ml.cli", "execute", str(nb)], cwd=ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for nb in (a, b)]
+    for run in runs:
+        output = run.communicate(timeout=300)[0]
+        assert run.returncode == 0, output[-3000:]
+    stamps = json.loads((tmp_path / "a").read_text())
+    asked, entered, left = json.loads((tmp_path / "b").read_text())
+    assert entered - asked < 1.0  # not when the long cell ended
+    assert not [t for t in stamps if entered < t < left], "the long cell ran during the measurement"
+    assert stamps[-1] > left  # and carried on after it
 
 
 def test_a_kernel_claims_the_lock_so_that_the_processes_it_starts_neither_wait_nor_take_it(lock_file, tmp_path):

@@ -22,8 +22,7 @@ _lock = {"path": None, "fd": None, "turn": None, "held": None, "busy": False}  #
 # claim_gpu_lock), its open file and turnstile (take_in_turn), what it holds (None, "shared", "exclusive"), and
 # whether hold_gpu or _pause is changing that now
 _alone = {"depth": 0, "seconds": 0.0}  # how deep in gpu_alone blocks this process is, and their total time
-_waits = {"waited": 0.0, "exclusive": 0.0, "since": 0.0}  # seconds waited for the lock (or paused) and held
-# exclusively, and when the exclusive hold began
+_waits = {"waited": 0.0, "paused": 0.0}  # seconds this process waited for the lock, and was paused by others
 
 
 def claim_gpu_lock() -> bool:
@@ -87,7 +86,7 @@ def _pause(signum: int, frame: object) -> None:
         finish_queued_work()
         take_in_turn(_lock["fd"], _lock["turn"], None)
         take_in_turn(_lock["fd"], _lock["turn"], "shared")
-        _waits["waited"] += time.perf_counter() - before
+        _waits["paused"] += time.perf_counter() - before
     finally:
         _lock["busy"] = False
 
@@ -169,14 +168,11 @@ def hold_gpu(mode: str | None) -> None:
     try:
         if _lock["held"] == "shared":
             finish_queued_work()  # before another notebook's measurement may start
-        now = time.perf_counter()
-        if _lock["held"] == "exclusive":
-            _waits["exclusive"] += now - _waits["since"]
         _lock["held"] = None
+        before = time.perf_counter()
         take_in_turn(_lock["fd"], _lock["turn"], mode, functools.partial(_nudge_others, path))
+        _waits["waited"] += time.perf_counter() - before
         _lock["held"] = mode
-        _waits["since"] = time.perf_counter()
-        _waits["waited"] += _waits["since"] - now
     finally:
         _lock["busy"] = False
 
@@ -201,9 +197,10 @@ def gpu_alone() -> Iterator[None]:
 
 
 def lock_seconds() -> tuple[float, float]:
-    """Seconds this process waited for the shared-GPU lock, and held it exclusively (`#| gpu` cells, measurements):
-    where a notebook's time went when `gpu-ml test` ran notebooks side by side on one GPU; (0, 0) otherwise."""
-    return _waits["waited"], _waits["exclusive"]
+    """Seconds this process waited for the shared-GPU lock (a cell's start, a measurement's), and was paused by
+    other notebooks' measurements (_pause): where a notebook's time went when `gpu-ml test` ran notebooks side by
+    side on one GPU; (0, 0) otherwise."""
+    return _waits["waited"], _waits["paused"]
 
 
 def seconds_alone() -> float:

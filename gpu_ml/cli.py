@@ -47,7 +47,7 @@ def _gpu_ml_reset(device=None, _reset=_torch.cuda.reset_peak_memory_stats):
     _reset(device)
 _torch.cuda.reset_peak_memory_stats = _torch.cuda.memory.reset_peak_memory_stats = _gpu_ml_reset"""
 # Run after a notebook's last cell, in its kernel, then removed: the most GPU memory PyTorch's allocator held, and
-# the seconds spent in gpu_ml.bench.gpu_alone blocks, waiting for the shared-GPU lock and holding it exclusively.
+# the seconds spent in gpu_ml.bench.gpu_alone blocks, waiting for the shared-GPU lock and paused by other notebooks.
 _PEAK_CELL = """import sys as _sys
 _b = _sys.modules.get("gpu_ml.bench")
 print(max(_gpu_ml_peak[0], _torch.cuda.max_memory_reserved()) if _torch.cuda.is_initialized() else -1,
@@ -63,7 +63,8 @@ def execute(path: Path, *, timeout: int = 1800, kernel: str = "python3") -> None
     measurements, profiles and CUDA programs took (gpu_ml.bench.seconds_alone); and `side_by_side`: whether
     other notebooks shared the GPU (`gpu-ml test` with more workers than GPUs), whose CPU work can slow the
     host-bound timings even while a measurement has the GPU alone. Side by side, also `lock_wait_s` and
-    `exclusive_s`: the seconds the notebook waited for the GPU and had it alone (gpu_ml.bench.lock_seconds)."""
+    `paused_s`: the seconds the notebook waited for the lock and was paused by the others' measurements
+    (gpu_ml.bench.lock_seconds)."""
     import importlib
     import threading
 
@@ -80,7 +81,7 @@ def execute(path: Path, *, timeout: int = 1800, kernel: str = "python3") -> None
     nb.cells.insert(0, nbformat.v4.new_code_cell(_PEAK_KEEPER))
     nb.cells.append(nbformat.v4.new_code_cell(_PEAK_CELL))
     client.execute()  # raises CellExecutionError on the first failing cell; the file is left untouched
-    peak, alone, waited, exclusive = nb.cells.pop().outputs[0]["text"].split()
+    peak, alone, waited, paused = nb.cells.pop().outputs[0]["text"].split()
     del nb.cells[0]
     for cell in nb.cells:  # counted from 1 again, as if the keeper had not run
         if cell.cell_type == "code" and cell.execution_count:
@@ -89,7 +90,7 @@ def execute(path: Path, *, timeout: int = 1800, kernel: str = "python3") -> None
         "peak_gpu_memory_gib": round(int(peak) / 2**30, 2) if int(peak) >= 0 else None,
         "gpu_alone_s": round(float(alone), 1), "side_by_side": SHARED_GPU_LOCK in os.environ}
     if nb.metadata["gpu_ml"]["side_by_side"]:
-        nb.metadata["gpu_ml"] |= {"lock_wait_s": round(float(waited), 1), "exclusive_s": round(float(exclusive), 1)}
+        nb.metadata["gpu_ml"] |= {"lock_wait_s": round(float(waited), 1), "paused_s": round(float(paused), 1)}
     nbformat.write(nb, path)
 
 

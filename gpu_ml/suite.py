@@ -280,7 +280,7 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
             if save and ok and item.endswith(".ipynb"):  # gpu-ml execute wrote these into the notebook
                 meta = json.loads((root / item).read_text())["metadata"].get("gpu_ml", {})
                 previous[item] |= {key: meta.get(key) for key in ("peak_gpu_memory_gib", "gpu_alone_s",
-                                                                   "lock_wait_s", "exclusive_s") if key in meta}
+                                                                   "lock_wait_s", "paused_s") if key in meta}
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(record | {"gpu": gpu_name, "date": datetime.date.today().isoformat(),
                                                  "workers": workers, "test_workers": test_workers,

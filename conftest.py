@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from gpu_ml.bench import claim_gpu_lock, hold_gpu
 from gpu_ml.env import has_gpu
 from gpu_ml.notebook import patch_interpreter
+from gpu_ml.suite import PEAK_FILE, TEST_HOLDS_LOCK
 from tests.triton_specializations import TARGETS
 
 HAS_GPU = has_gpu()
@@ -46,9 +48,22 @@ NOT_TO_COMPILE = {"scale_debug_kernel": "a Python print(), which only the interp
 def pytest_configure(config: pytest.Config) -> None:
     if not HAS_GPU and LAUNCHES not in os.environ:  # the controller (xdist's workers inherit what it sets)
         _record_notebook_kernels()
+    # gpu-ml test runs this test file beside notebooks that share the GPU: the whole run holds the lock shared, as a
+    # notebook's cell does, and their measurements pause it
+    if os.environ.pop(TEST_HOLDS_LOCK, None) and claim_gpu_lock():
+        hold_gpu("shared")
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped without one)")
     config.addinivalue_line("markers", "cpu_only: a test file that never touches a GPU (gpu-ml test runs it beside "
                             "the notebooks)")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    hold_gpu(None)
+    peak_file = os.environ.get(PEAK_FILE)  # gpu-ml test: the most GPU memory this run's allocator reserved
+    if peak_file:
+        torch = sys.modules.get("torch")
+        used = torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized()
+        Path(peak_file).write_text(str(torch.cuda.max_memory_reserved() if used else 0))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,17 +1,17 @@
 """`gpu-ml test`: the whole suite (every notebook, every test file) spread over this machine's GPUs.
 
 Each item runs in its own process: a notebook through pytest/nbval (or, with `save`, through
-`gpu-ml execute`, which writes its outputs back), a test file through pytest. First the test files,
-several at once (they time nothing that a neighbour could disturb), on the GPUs in turn, while every
-notebook's `%%cuda` cells are compiled into the build cache on the other cores; then the notebooks, each as soon as
-its cells are built, whose benchmarks need a GPU to themselves: one worker per GPU (`CUDA_VISIBLE_DEVICES`); with
-more workers than GPUs, notebooks share a GPU: their cells run side by side, and each measurement has the GPU to
-itself, pausing the other notebooks' cells meanwhile (`sharing_gpus`, gpu_ml.bench.hold_gpu); a notebook starts only
-when its recorded peak of GPU memory fits beside those running there.
-Test files that never touch a GPU (`pytestmark = pytest.mark.cpu_only`) run beside the notebooks instead, on the
-spare cores. (Test files beside notebooks that share a GPU, each test holding the lock shared, were tried on one H200
-on 2026-12-04: by the lock's design a measurement then waits for the longest test running, compiles included, while
-the cells of every other notebook queue behind it; the first eight items to end took 2.3x-5.4x their solo time.)
+`gpu-ml execute`, which writes its outputs back), a test file through pytest. With one worker per GPU
+(`CUDA_VISIBLE_DEVICES`), first the test files, several at once (they time nothing that a neighbour could disturb),
+on the GPUs in turn, while every notebook's `%%cuda` cells are compiled into the build cache on the other cores;
+then the notebooks, each as soon as its cells are built, whose benchmarks need a GPU to themselves. With more
+workers than GPUs, notebooks share a GPU: their cells run side by side, and each measurement has the GPU to itself,
+pausing the other notebooks' cells meanwhile (`sharing_gpus`, gpu_ml.bench.hold_gpu). The test files then run beside
+them from the start, each holding the lock shared so that the measurements pause it too (conftest.py), and an item
+starts only when its recorded peak of GPU memory fits beside those running there. (Until 2026-12-04 18:50 UTC a
+measurement waited for the cells running elsewhere to end instead of pausing them, and test files beside the
+notebooks, each test holding the lock, made items take 2.3x-5.4x their solo time.) Test files that never touch a
+GPU (`pytestmark = pytest.mark.cpu_only`) run beside the notebooks, without the lock, on the spare cores.
 Under GPU_ML_EMULATE, items the emulated record lacks are planned with their time and peak from this GPU's own
 record (the peak at most the profile's memory).
 Workers take the items longest first, from the times of the last run. `shard` runs one part
@@ -42,6 +42,10 @@ TESTPATHS = ("00-prerequisites", "triton", "cuda", "transformer-math")  # notebo
 CPU_ONLY = "pytestmark = pytest.mark.cpu_only"  # the line that marks a test file as never touching a GPU
 DEFAULT_SECONDS = 60.0  # the planning guess for an item without a recorded time
 DEFAULT_PEAK_GIB = 16.0  # the guess for a notebook without a recorded peak of GPU memory, when notebooks share a GPU
+DEFAULT_TEST_PEAK_GIB = 4.0  # the same for a test file beside them
+PEAK_FILE = "GPU_ML_PEAK_FILE"  # where a test file run by gpu-ml test writes its peak of GPU memory (conftest.py)
+TEST_HOLDS_LOCK = "GPU_ML_TEST_HOLDS_LOCK"  # set for a test file's pytest given the lock: conftest.py holds it (not
+# for a notebook's: there the notebook's kernel, a child of pytest, takes the lock)
 MEMORY_SHARE = 0.85  # of a GPU's memory, what the peaks of the notebooks sharing it may add up to
 Outcome = tuple[float, bool, str]  # seconds, passed, the end of its output
 _REPORTING = threading.Lock()
@@ -74,16 +78,22 @@ def command(item: str, save: bool) -> list[str]:
     return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", item]
 
 
-def run_item(item: str, gpu: int | None, save: bool, timeout: float, root: Path) -> Outcome:
-    """Run one item in a child process, on GPU `gpu` if given; a time-out counts as a failure. A test file (CPU-only,
-    beside notebooks that share a GPU) never gets the lock."""
+def run_item(item: str, gpu: int | None, save: bool, timeout: float, root: Path, *, lock: bool | None = None,
+             peak_file: Path | None = None) -> Outcome:
+    """Run one item in a child process, on GPU `gpu` if given; a time-out counts as a failure. The shared-GPU lock
+    (when notebooks share a GPU) is handed to it if `lock` (default: to a notebook, not to a test file); a test file
+    writes its peak of GPU memory to `peak_file` if given."""
     env = dict(os.environ)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
         if SHARED_GPU_LOCK in env:  # one lock per GPU
             env[SHARED_GPU_LOCK] += f".{gpu}"
-    if not item.endswith(".ipynb"):
+    if not (item.endswith(".ipynb") if lock is None else lock):
         env.pop(SHARED_GPU_LOCK, None)
+    elif not item.endswith(".ipynb") and SHARED_GPU_LOCK in env:
+        env[TEST_HOLDS_LOCK] = "1"
+    if peak_file is not None:
+        env[PEAK_FILE] = str(peak_file)
     start = time.perf_counter()
     try:
         child = subprocess.run(command(item, save), cwd=root, env=env, stdout=subprocess.PIPE,
@@ -96,9 +106,22 @@ def run_item(item: str, gpu: int | None, save: bool, timeout: float, root: Path)
     return time.perf_counter() - start, passed, output[-3000:]
 
 
+class GpuMemory:
+    """The GiB of recorded peaks of the items running on each GPU, shared by the runs side by side there (run's
+    `memory`), and the run whose next item waits for memory on each."""
+
+    def __init__(self, gpus: int, capacity: float) -> None:
+        self.capacity = capacity
+        self.in_use = [0.0] * max(1, gpus)
+        self.running = [0] * max(1, gpus)
+        self.waiting: list[object | None] = [None] * max(1, gpus)
+        self.state = threading.Condition()
+
+
 def run(items: list[str], runner: Callable[[str, int | None], Outcome], gpus: int, workers: int,
         ended: Callable[[str, Outcome], None] | None = None, *, peaks: dict[str, float] | None = None,
-        capacity: float = math.inf, built: dict[str, threading.Event] | None = None) -> dict[str, Outcome]:
+        capacity: float = math.inf, built: dict[str, threading.Event] | None = None,
+        memory: GpuMemory | None = None) -> dict[str, Outcome]:
     """Run `items` on `workers` threads (worker w on GPU w mod `gpus` when there are several GPUs), each taking the
     first item of the list still to run when it is free; every item's outcome, printed as it ends and handed to
     `ended` (one call at a time). An item in `built` waits until its event is set (its `%%cuda` cells are in the
@@ -106,14 +129,14 @@ def run(items: list[str], runner: Callable[[str, int | None], Outcome], gpus: in
     DEFAULT_PEAK_GIB when unknown), the first item that may start waits until its peak fits in `capacity` GiB beside
     the peaks of the items running on its GPU, or nothing runs there, and no item behind it starts on that GPU
     meanwhile: notebooks that share a GPU never ask for more memory together than it has, and a large one is not
-    kept waiting by smaller ones for ever."""
+    kept waiting by smaller ones for ever. Runs side by side on the same GPUs share a `memory` (else the run has its
+    own, of `capacity` GiB): while the next item of one waits for memory on a GPU, the others start nothing there."""
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
     outcomes: dict[str, Outcome] = {}
     pending = list(items)
-    state = threading.Condition()
-    in_use = [0.0] * max(1, gpus)  # GiB of the running items' peaks, per GPU
-    running = [0] * max(1, gpus)
+    memory = memory or GpuMemory(gpus, capacity)
+    state, me = memory.state, object()
 
     def next_item(slot: int) -> tuple[str, float] | None:  # called holding `state`
         for item in pending:
@@ -121,7 +144,10 @@ def run(items: list[str], runner: Callable[[str, int | None], Outcome], gpus: in
                 continue
             known = (peaks or {}).get(item)
             need = 0.0 if peaks is None else DEFAULT_PEAK_GIB if known is None else known
-            return (item, need) if running[slot] == 0 or in_use[slot] + need <= capacity else None
+            if memory.running[slot] and memory.in_use[slot] + need > memory.capacity:
+                memory.waiting[slot] = memory.waiting[slot] or me
+                return None
+            return (item, need) if memory.waiting[slot] in (None, me) else None
         return None
 
     def work(w: int) -> None:
@@ -135,14 +161,15 @@ def run(items: list[str], runner: Callable[[str, int | None], Outcome], gpus: in
                     return
                 item, need = chosen
                 pending.remove(item)
-                in_use[slot] += need
-                running[slot] += 1
+                memory.waiting = [None if w is me else w for w in memory.waiting]
+                memory.in_use[slot] += need
+                memory.running[slot] += 1
             try:
                 outcome = runner(item, gpu)
             finally:
                 with state:
-                    in_use[slot] -= need
-                    running[slot] -= 1
+                    memory.in_use[slot] -= need
+                    memory.running[slot] -= 1
                     state.notify_all()
             with _REPORTING:  # one item's lines at a time, also across runs side by side
                 outcomes[item] = outcome
@@ -215,7 +242,9 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
     `prebuild` (default, when a GPU is present and there are test files or several notebooks: build_cuda_cells, on
     the other cores, or on every core without test files to run first) compiles the notebooks' CUDA cells, the
     longest notebook's first; then the notebooks run `workers` at a time (default: one per GPU), each as soon as its
-    cells are built."""
+    cells are built. When notebooks share a GPU, the test files run beside them instead of first: each holds the
+    lock shared for its whole run, so that the notebooks' measurements pause it (conftest.py), and the recorded
+    peaks of GPU memory of both (a test file's from PEAK_FILE) must fit together."""
     import torch
 
     root = project_root(root)
@@ -248,6 +277,7 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
     sharing = bool(gpu_count) and workers > gpu_count
     beside = [t for t in tests if notebooks and CPU_ONLY in (root / t).read_text()]  # they never touch a GPU
     tests = [t for t in tests if t not in beside]
+    together = sharing and bool(notebooks)  # the GPU test files beside the notebooks too, paused by measurements
     # One notebook builds its own cells. For several, one build of all of them beats each building its own in turn,
     # and no build then runs inside a cell that another notebook's measurement waits for (a cold sm_80 build took 4
     # notebooks 260-300 s that way); notebooks without CUDA cells, and those built, run meanwhile.
@@ -264,11 +294,17 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
         own = record_path(root, torch.cuda.get_device_name(0))
         native = json.loads(own.read_text())["items"] if own.exists() else {}
     seconds = {k: v["seconds"] for k, v in (native | previous).items()}
-    print(f"{len(tests)} test files on {test_workers} worker(s), then {len(notebooks)} notebooks on {workers} "
-          f"worker(s) beside {len(beside)} CPU-only test files ({gpu_name})"
+    print(f"{len(tests)} test files on {test_workers} worker(s), {'beside' if together else 'then'} "
+          f"{len(notebooks)} notebooks on {workers} worker(s) beside {len(beside)} CPU-only test files ({gpu_name})"
           f"{'; notebooks share a GPU, measuring with it to themselves' if sharing else ''}"
           f"{'; notebook outputs saved' if save else ''}", flush=True)
-    runner = runner or (lambda item, gpu: run_item(item, gpu, save, timeout, root))
+    peak_dir = tempfile.TemporaryDirectory() if together else None  # where each test file writes its peak
+
+    def peak_file(item: str) -> Path | None:
+        return Path(peak_dir.name) / slug(item) if peak_dir is not None and item in tests else None
+
+    runner = runner or (lambda item, gpu: run_item(item, gpu, save, timeout, root, peak_file=peak_file(item),
+                                                   lock=item.endswith(".ipynb") or together and item in tests))
     start = time.perf_counter()
 
     record_lock = threading.Lock()  # the CPU-only tests and the notebooks end items at the same time
@@ -281,6 +317,8 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
                 meta = json.loads((root / item).read_text())["metadata"].get("gpu_ml", {})
                 previous[item] |= {key: meta.get(key) for key in ("peak_gpu_memory_gib", "gpu_alone_s",
                                                                    "lock_wait_s", "paused_s") if key in meta}
+            if (peak := peak_file(item)) is not None and peak.exists():  # the test file's, from conftest.py
+                previous[item]["peak_gpu_memory_gib"] = round(int(peak.read_text()) / 2**30, 2)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(record | {"gpu": gpu_name, "date": datetime.date.today().isoformat(),
                                                  "workers": workers, "test_workers": test_workers,
@@ -304,22 +342,32 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
     builder = threading.Thread(target=build) if prebuild and notebooks else None
     if builder:
         builder.start()
-    outcomes = run(order(tests, seconds), runner, gpu_count, test_workers, ended) if tests else {}
+    outcomes = run(order(tests, seconds), runner, gpu_count, test_workers, ended) if tests and not together else {}
     if notebooks:
         side: dict[str, Outcome] = {}
-        beside_tests = threading.Thread(target=lambda: side.update(
-            run(order(beside, seconds), runner, 0, test_workers, ended)))
-        peaks = {k: v.get("peak_gpu_memory_gib") for k, v in previous.items()} if sharing else None
-        if sharing and profile is not None:  # no emulated run saves a peak: the GPU's own, at most the profile's
-            peaks = {nb: min(profile[2], native.get(nb, {}).get("peak_gpu_memory_gib") or DEFAULT_PEAK_GIB)
-                     for nb in notebooks}
-        capacity = MEMORY_SHARE * torch.cuda.mem_get_info(0)[1] / 2**30 if sharing else math.inf
+        peaks = None
+        if sharing:  # no emulated run saves a peak: the GPU's own, at most the profile's
+            known = native if profile is not None else previous
+            recorded = {i: known.get(i, {}).get("peak_gpu_memory_gib") for i in notebooks + tests}
+            peaks = {i: (DEFAULT_TEST_PEAK_GIB if i in tests else DEFAULT_PEAK_GIB) if peak is None else peak
+                     for i, peak in recorded.items()}
+            if profile is not None:
+                peaks = {i: min(profile[2], peak) for i, peak in peaks.items()}
+        memory = GpuMemory(gpu_count, MEMORY_SHARE * torch.cuda.mem_get_info(0)[1] / 2**30 if sharing else math.inf)
+        pools = [threading.Thread(target=lambda: side.update(run(order(beside, seconds), runner, 0, test_workers,
+                                                                 ended)))]
+        if together:
+            pools.append(threading.Thread(target=lambda: side.update(
+                run(order(tests, seconds), runner, gpu_count, test_workers, ended, peaks=peaks, memory=memory))))
         with sharing_gpus(sharing):
-            beside_tests.start()
-            outcomes |= run(notebooks, runner, gpu_count, workers, ended, peaks=peaks, capacity=capacity,
-                            built=built)
-            beside_tests.join()
+            for pool in pools:
+                pool.start()
+            outcomes |= run(notebooks, runner, gpu_count, workers, ended, peaks=peaks, built=built, memory=memory)
+            for pool in pools:
+                pool.join()
         outcomes |= side
+        if peak_dir is not None:
+            peak_dir.cleanup()
     if builder:
         builder.join()
     wall = time.perf_counter() - start

@@ -1,7 +1,6 @@
 """`gpu-ml test` (gpu_ml.suite): collect, shard, plan over workers, run, record the times."""
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -156,7 +155,7 @@ def test_notebooks_sharing_a_gpu_under_emulation_plan_with_the_gpus_own_peaks_ca
     monkeypatch.setattr("torch.cuda.mem_get_info", lambda *a: (0, 141 * 2**30))
     seen = {}
 
-    def run(items, runner, gpus, workers, ended=None, *, peaks=None, capacity=math.inf, built=None):
+    def run(items, runner, gpus, workers, ended=None, *, peaks=None, **kwargs):
         seen.update(peaks or {})
         return {item: (1.0, True, "") for item in items}
 
@@ -201,10 +200,10 @@ def test_several_notebooks_without_test_files_are_built_on_every_core_each_runni
     assert events == [("ran", "cuda/a.ipynb")]
 
 
-def test_notebooks_sharing_a_gpu_run_after_the_test_files_each_once_built(tmp_path, monkeypatch):
-    """With more notebook workers than GPUs, the GPU test files still run first, beside the build on the other
-    cores; a notebook without CUDA cells need not wait for the build, one with them waits for its own. Only the
-    notebooks (and CPU-only test files) run with the lock file named; a test file never gets it."""
+def test_notebooks_sharing_a_gpu_run_beside_the_test_files_each_once_built(tmp_path, monkeypatch):
+    """With more notebook workers than GPUs, the GPU test files run beside the notebooks (the notebooks' measurements
+    pause them), and the build beside both on the other cores; a notebook without CUDA cells need not wait for the
+    build, one with them waits for its own. Test files and notebooks plan with one account of the GPU's memory."""
     (tmp_path / "pyproject.toml").write_text("")
     for path in ("cuda/a.ipynb", "triton/b.ipynb", "tests/test_c.py", "tests/test_d.py"):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
@@ -216,7 +215,7 @@ def test_notebooks_sharing_a_gpu_run_after_the_test_files_each_once_built(tmp_pa
     monkeypatch.setattr("torch.cuda.mem_get_info", lambda *a: (0, 100 * 2**30))
     monkeypatch.delenv("GPU_ML_EMULATE", raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
-    events, capacities = [], []
+    events, plans = [], []
 
     def build(notebooks, root, processes, done):
         events.append(("building", processes))
@@ -229,18 +228,78 @@ def test_notebooks_sharing_a_gpu_run_after_the_test_files_each_once_built(tmp_pa
     monkeypatch.setattr(suite, "build_cuda_cells", build)
     real_run = suite.run
 
-    def run(*args, capacity=math.inf, **kwargs):
-        capacities.append(capacity)
-        return real_run(*args, capacity=capacity, **kwargs)
+    def run(items, *args, memory=None, peaks=None, **kwargs):
+        plans.append((sorted(items), memory, peaks))
+        return real_run(items, *args, memory=memory, peaks=peaks, **kwargs)
 
     monkeypatch.setattr(suite, "run", run)
     runner = lambda item, gpu: events.append((item, suite.SHARED_GPU_LOCK in os.environ)) or (1.0, True, "")  # noqa: E731
     assert suite.main(workers=2, test_workers=2, root=tmp_path, runner=runner) == 0
-    assert events[:2] == [("building", 14), ("tests/test_c.py", False)]  # 16 cores less 2 for the test files
+    assert events[0] == ("building", 14)  # 16 cores less 2 for the test files
     built_at = events.index(("built", "cuda/a.ipynb"))
-    assert sorted(events[2:built_at]) == [("tests/test_d.py", True), ("triton/b.ipynb", True)]  # no wait
+    assert sorted(events[1:built_at]) == [("tests/test_c.py", True), ("tests/test_d.py", True),
+                                          ("triton/b.ipynb", True)]  # none waits for the build
     assert events[built_at + 1:] == [("cuda/a.ipynb", True)]
-    assert sorted(capacities) == [suite.MEMORY_SHARE * 100, math.inf, math.inf]  # the notebooks; the test files
+    plan = {tuple(items): (memory, peaks) for items, memory, peaks in plans}
+    tests, notebooks = plan[("tests/test_c.py",)], plan[("cuda/a.ipynb", "triton/b.ipynb")]
+    assert tests[0] is notebooks[0] and tests[0].capacity == suite.MEMORY_SHARE * 100  # one account
+    assert notebooks[1]["tests/test_c.py"] == suite.DEFAULT_TEST_PEAK_GIB
+    assert notebooks[1]["triton/b.ipynb"] == suite.DEFAULT_PEAK_GIB
+    assert plan[("tests/test_d.py",)][0] is None  # the CPU-only file: no GPU memory
+
+
+def test_test_files_beside_sharing_notebooks_get_the_lock_and_record_their_peak(tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text("")
+    for path in ("triton/a.ipynb", "triton/b.ipynb", "tests/test_c.py", "tests/test_d.py"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("{}")
+    (tmp_path / "tests/test_d.py").write_text(suite.CPU_ONLY + "\n")
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    monkeypatch.setattr("torch.cuda.device_count", lambda: 1)
+    monkeypatch.setattr("torch.cuda.get_device_name", lambda *a: "NVIDIA H200")
+    monkeypatch.setattr("torch.cuda.mem_get_info", lambda *a: (0, 100 * 2**30))
+    monkeypatch.delenv("GPU_ML_EMULATE", raising=False)
+    monkeypatch.setattr(suite, "build_cuda_cells", lambda notebooks, root, processes, done: "built")
+    child = (f"import os, sys; lock = os.environ.get({suite.SHARED_GPU_LOCK!r})\n"
+             f"print(sys.argv[1], bool(lock), bool(os.environ.get({suite.TEST_HOLDS_LOCK!r})))\n"
+             f"peak = os.environ.get({suite.PEAK_FILE!r})\n"
+             "if peak: open(peak, 'w').write(str(3 * 2**30))")
+    monkeypatch.setattr(suite, "command", lambda item, save: [sys.executable, "-c", child, item])
+    seen, real = [], suite.run_item
+    monkeypatch.setattr(suite, "run_item", lambda *a, **k: seen.append(real(*a, **k)[2].split()) or (1.0, True, ""))
+    assert suite.main(workers=2, root=tmp_path) == 0
+    assert sorted(seen) == [["tests/test_c.py", "True", "True"], ["tests/test_d.py", "False", "False"],
+                            ["triton/a.ipynb", "True", "False"], ["triton/b.ipynb", "True", "False"]]  # the kernel's
+    items = json.loads((tmp_path / "results/suite/nvidia-h200.json").read_text())["items"]
+    assert items["tests/test_c.py"]["peak_gpu_memory_gib"] == 3.0
+    assert "peak_gpu_memory_gib" not in items["tests/test_d.py"]  # CPU-only: no peak file
+
+
+def test_runs_side_by_side_share_the_gpus_memory():
+    """Two runs with one GpuMemory (the test files and the notebooks): their items never ask for more together than
+    it holds, and while one run's next item waits for memory the other starts nothing on that GPU."""
+    running, together, guard = set(), [], threading.Lock()
+
+    def runner(item, gpu):
+        with guard:
+            running.add(item)
+            together.append(frozenset(running))
+        time.sleep(0.3 if item == "t1" else 0.1)
+        with guard:
+            running.discard(item)
+        return (0.1, True, "")
+
+    memory = suite.GpuMemory(1, 100.0)
+    peaks = {"t1": 50.0, "t2": 10.0, "t3": 15.0, "big": 90.0}
+    tests = threading.Thread(target=suite.run, args=(["t1", "t2", "t3"], runner, 1, 2),
+                             kwargs={"peaks": peaks, "memory": memory})
+    tests.start()
+    time.sleep(0.05)  # t1 and t2 run: 60 GiB
+    suite.run(["big"], runner, 1, 1, peaks=peaks, memory=memory)
+    tests.join()
+    assert all(sum(peaks[i] for i in s) <= 100 for s in together if len(s) > 1)
+    first = {name: min(i for i, s in enumerate(together) if name in s) for name in peaks}
+    assert first["big"] < first["t3"]  # t3 fitted beside t1 before big could start, but big's wait came first
 
 
 def test_run_item_never_hands_a_test_file_the_lock(tmp_path, monkeypatch):

@@ -180,9 +180,9 @@ def hold_gpu(mode: str | None) -> None:
 @contextlib.contextmanager
 def gpu_alone() -> Iterator[None]:
     """Have the GPU to this process alone while the block runs (a measurement): when `gpu-ml test` runs notebooks
-    side by side on one GPU, wait until no other notebook runs a cell and keep them waiting until the block ends,
-    then go back to what this process held. Nothing happens otherwise; nested blocks are free. The time inside
-    the outermost blocks, waits for the lock left out, adds up in seconds_alone()."""
+    side by side on one GPU, pause the cells the others run (and the test files beside them) and keep them waiting
+    until the block ends, then go back to what this process held. Nothing happens otherwise; nested blocks are
+    free. The time inside the outermost blocks, waits for the lock left out, adds up in seconds_alone()."""
     before = _lock["held"]
     hold_gpu("exclusive")
     start = time.perf_counter()
@@ -205,7 +205,7 @@ def lock_seconds() -> tuple[float, float]:
 
 def seconds_alone() -> float:
     """Seconds this process spent in gpu_alone blocks (measurements, profiles, CUDA programs), nested ones once:
-    what it would hold the GPU alone for beyond its `#| gpu` cells when `gpu-ml test` runs notebooks side by side."""
+    what it holds the GPU alone for, pausing the others, when `gpu-ml test` runs notebooks side by side."""
     return _alone["seconds"]
 
 
@@ -222,9 +222,9 @@ def bench(fn: Callable[[], object], *, cudagraph: bool = False, warmup: int = 25
     times with CUDA events for about `rep` ms (default 50, half of Triton's). `cudagraph=True` replays `fn` from a
     CUDA graph (`do_bench_cudagraph`), which removes the Python launch overhead from the figure:
     it captures `rep` ms of calls (default 10, half of Triton's) and replays them ten times. Half of Triton's
-    defaults is still dozens of calls of the slowest kernel timed here (an 8192^3 matmul takes about 1.6 ms on an
-    H200); the suite's time is mostly measurement (`gpu-ml test`). Where `gpu-ml test` runs
-    notebooks side by side on one GPU, it measures with the GPU to itself (`gpu_alone`).
+    defaults still times dozens of calls of the slowest kernel timed here (an 8192^3 matmul, about 1.6 ms on an
+    H200). `fn` is called once first, outside the timing. Where `gpu-ml test` runs notebooks side by side on one GPU,
+    it measures with the GPU to itself (`gpu_alone`).
     """
     require_gpu("bench()")
     import triton.testing

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from gpu_ml.bench import claim_gpu_lock, hold_gpu
+from gpu_ml.bench import claim_gpu_lock, hold_gpu, lock_seconds, seconds_alone
 from gpu_ml.env import has_gpu
 from gpu_ml.notebook import patch_interpreter
-from gpu_ml.suite import PEAK_FILE, TEST_HOLDS_LOCK
+from gpu_ml.suite import RUN_FILE, TEST_HOLDS_LOCK
 from tests.triton_specializations import TARGETS
 
 HAS_GPU = has_gpu()
@@ -59,11 +59,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     hold_gpu(None)
-    peak_file = os.environ.get(PEAK_FILE)  # gpu-ml test: the most GPU memory this run's allocator reserved
-    if peak_file:
+    run_file = os.environ.get(RUN_FILE)  # gpu-ml test: the most GPU memory this run's allocator reserved, and the
+    if run_file:  # seconds it had the GPU alone, waited for it and was paused, for the suite's record
         torch = sys.modules.get("torch")
         used = torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized()
-        Path(peak_file).write_text(str(torch.cuda.max_memory_reserved() if used else 0))
+        waited, paused = lock_seconds()
+        Path(run_file).write_text(json.dumps({
+            "peak_gpu_memory_gib": round(torch.cuda.max_memory_reserved() / 2**30, 2) if used else 0.0,
+            "gpu_alone_s": round(seconds_alone(), 1), "lock_wait_s": round(waited, 1), "paused_s": round(paused, 1)}))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

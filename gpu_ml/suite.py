@@ -43,7 +43,8 @@ CPU_ONLY = "pytestmark = pytest.mark.cpu_only"  # the line that marks a test fil
 DEFAULT_SECONDS = 60.0  # the planning guess for an item without a recorded time
 DEFAULT_PEAK_GIB = 16.0  # the guess for a notebook without a recorded peak of GPU memory, when notebooks share a GPU
 DEFAULT_TEST_PEAK_GIB = 4.0  # the same for a test file beside them
-PEAK_FILE = "GPU_ML_PEAK_FILE"  # where a test file run by gpu-ml test writes its peak of GPU memory (conftest.py)
+RUN_FILE = "GPU_ML_RUN_FILE"  # where a test file run by gpu-ml test writes its peak of GPU memory and its seconds
+# alone, waiting and paused (conftest.py), as JSON with the keys of the suite record
 TEST_HOLDS_LOCK = "GPU_ML_TEST_HOLDS_LOCK"  # set for a test file's pytest given the lock: conftest.py holds it (not
 # for a notebook's: there the notebook's kernel, a child of pytest, takes the lock)
 MEMORY_SHARE = 0.85  # of a GPU's memory, what the peaks of the notebooks sharing it may add up to
@@ -79,10 +80,10 @@ def command(item: str, save: bool) -> list[str]:
 
 
 def run_item(item: str, gpu: int | None, save: bool, timeout: float, root: Path, *, lock: bool | None = None,
-             peak_file: Path | None = None) -> Outcome:
+             run_file: Path | None = None) -> Outcome:
     """Run one item in a child process, on GPU `gpu` if given; a time-out counts as a failure. The shared-GPU lock
     (when notebooks share a GPU) is handed to it if `lock` (default: to a notebook, not to a test file); a test file
-    writes its peak of GPU memory to `peak_file` if given."""
+    writes its peak of GPU memory and lock seconds to `run_file` if given."""
     env = dict(os.environ)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
@@ -92,8 +93,8 @@ def run_item(item: str, gpu: int | None, save: bool, timeout: float, root: Path,
         env.pop(SHARED_GPU_LOCK, None)
     elif not item.endswith(".ipynb") and SHARED_GPU_LOCK in env:
         env[TEST_HOLDS_LOCK] = "1"
-    if peak_file is not None:
-        env[PEAK_FILE] = str(peak_file)
+    if run_file is not None:
+        env[RUN_FILE] = str(run_file)
     start = time.perf_counter()
     try:
         child = subprocess.run(command(item, save), cwd=root, env=env, stdout=subprocess.PIPE,
@@ -244,7 +245,7 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
     longest notebook's first; then the notebooks run `workers` at a time (default: one per GPU), each as soon as its
     cells are built. When notebooks share a GPU, the test files run beside them instead of first: each holds the
     lock shared for its whole run, so that the notebooks' measurements pause it (conftest.py), and the recorded
-    peaks of GPU memory of both (a test file's from PEAK_FILE) must fit together."""
+    peaks of GPU memory of both (a test file's from RUN_FILE) must fit together."""
     import torch
 
     root = project_root(root)
@@ -298,12 +299,12 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
           f"{len(notebooks)} notebooks on {workers} worker(s) beside {len(beside)} CPU-only test files ({gpu_name})"
           f"{'; notebooks share a GPU, measuring with it to themselves' if sharing else ''}"
           f"{'; notebook outputs saved' if save else ''}", flush=True)
-    peak_dir = tempfile.TemporaryDirectory() if together else None  # where each test file writes its peak
+    run_dir = tempfile.TemporaryDirectory() if together else None  # where each test file writes its peak and waits
 
-    def peak_file(item: str) -> Path | None:
-        return Path(peak_dir.name) / slug(item) if peak_dir is not None and item in tests else None
+    def run_file(item: str) -> Path | None:
+        return Path(run_dir.name) / slug(item) if run_dir is not None and item in tests else None
 
-    runner = runner or (lambda item, gpu: run_item(item, gpu, save, timeout, root, peak_file=peak_file(item),
+    runner = runner or (lambda item, gpu: run_item(item, gpu, save, timeout, root, run_file=run_file(item),
                                                    lock=item.endswith(".ipynb") or together and item in tests))
     start = time.perf_counter()
 
@@ -317,8 +318,8 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
                 meta = json.loads((root / item).read_text())["metadata"].get("gpu_ml", {})
                 previous[item] |= {key: meta.get(key) for key in ("peak_gpu_memory_gib", "gpu_alone_s",
                                                                    "lock_wait_s", "paused_s") if key in meta}
-            if (peak := peak_file(item)) is not None and peak.exists():  # the test file's, from conftest.py
-                previous[item]["peak_gpu_memory_gib"] = round(int(peak.read_text()) / 2**30, 2)
+            if (written := run_file(item)) is not None and written.exists():  # the test file's, from conftest.py
+                previous[item] |= json.loads(written.read_text())
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(record | {"gpu": gpu_name, "date": datetime.date.today().isoformat(),
                                                  "workers": workers, "test_workers": test_workers,
@@ -366,8 +367,8 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
             for pool in pools:
                 pool.join()
         outcomes |= side
-        if peak_dir is not None:
-            peak_dir.cleanup()
+        if run_dir is not None:
+            run_dir.cleanup()
     if builder:
         builder.join()
     wall = time.perf_counter() - start

@@ -262,8 +262,8 @@ def test_test_files_beside_sharing_notebooks_get_the_lock_and_record_their_peak(
     monkeypatch.setattr(suite, "build_cuda_cells", lambda notebooks, root, processes, done: "built")
     child = (f"import os, sys; lock = os.environ.get({suite.SHARED_GPU_LOCK!r})\n"
              f"print(sys.argv[1], bool(lock), bool(os.environ.get({suite.TEST_HOLDS_LOCK!r})))\n"
-             f"peak = os.environ.get({suite.PEAK_FILE!r})\n"
-             "if peak: open(peak, 'w').write(str(3 * 2**30))")
+             f"run = os.environ.get({suite.RUN_FILE!r})\n"
+             "if run: open(run, 'w').write('{\"peak_gpu_memory_gib\": 3.0, \"paused_s\": 1.5}')")
     monkeypatch.setattr(suite, "command", lambda item, save: [sys.executable, "-c", child, item])
     seen, real = [], suite.run_item
     monkeypatch.setattr(suite, "run_item", lambda *a, **k: seen.append(real(*a, **k)[2].split()) or (1.0, True, ""))
@@ -271,8 +271,8 @@ def test_test_files_beside_sharing_notebooks_get_the_lock_and_record_their_peak(
     assert sorted(seen) == [["tests/test_c.py", "True", "True"], ["tests/test_d.py", "False", "False"],
                             ["triton/a.ipynb", "True", "False"], ["triton/b.ipynb", "True", "False"]]  # the kernel's
     items = json.loads((tmp_path / "results/suite/nvidia-h200.json").read_text())["items"]
-    assert items["tests/test_c.py"]["peak_gpu_memory_gib"] == 3.0
-    assert "peak_gpu_memory_gib" not in items["tests/test_d.py"]  # CPU-only: no peak file
+    assert items["tests/test_c.py"] == {"seconds": 1.0, "passed": True, "peak_gpu_memory_gib": 3.0, "paused_s": 1.5}
+    assert "peak_gpu_memory_gib" not in items["tests/test_d.py"]  # CPU-only: no run file
 
 
 def test_runs_side_by_side_share_the_gpus_memory():
@@ -405,3 +405,21 @@ def test_cli_has_the_test_command(monkeypatch):
                     "timeout": 1800}
     assert cli.main(["test", "tests/test_c.py", "cuda/b.ipynb"]) == 0
     assert seen["only"] == ["tests/test_c.py", "cuda/b.ipynb"]
+
+
+def test_a_test_file_given_the_lock_holds_it_and_writes_its_run_file(tmp_path):
+    """conftest.py under gpu-ml test: a test file beside sharing notebooks claims the lock (its process is then
+    registered to be paused) and, at the end, writes its peak and lock seconds for the suite's record."""
+    (tmp_path / "test_tiny.py").write_text("def test_nothing():\n    pass\n")
+    run = tmp_path / "run.json"
+    env = dict(os.environ, **{suite.RUN_FILE: str(run), suite.TEST_HOLDS_LOCK: "1",
+                              suite.SHARED_GPU_LOCK: str(tmp_path / "gpu.lock")})
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c",
+                           str(ROOT / "pyproject.toml"), "-p", "conftest", str(tmp_path / "test_tiny.py")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert (tmp_path / "gpu.lock.pids").is_dir()  # claimed: registered to be paused (and gone again at its exit)
+    assert not list((tmp_path / "gpu.lock.pids").iterdir())
+    written = json.loads(run.read_text())
+    assert written["peak_gpu_memory_gib"] == 0.0 and written["gpu_alone_s"] == 0.0 and written["paused_s"] == 0.0
+    assert 0 <= written["lock_wait_s"] < 5

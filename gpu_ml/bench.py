@@ -229,11 +229,14 @@ def bench(fn: Callable[[], object], *, cudagraph: bool = False, warmup: int = 25
     require_gpu("bench()")
     import triton.testing
 
+    # Triton's own, not the wrappers _time_triton_alone puts in their place: the first call and gpu_alone are here
+    do_bench, do_bench_cudagraph = (getattr(f, "__wrapped__", f) for f in (triton.testing.do_bench,
+                                                                          triton.testing.do_bench_cudagraph))
     fn()  # the first call may compile (Triton's JIT, a new shape): not while other notebooks wait (gpu_alone)
     with gpu_alone():
         if cudagraph:
-            return float(triton.testing.do_bench_cudagraph(fn, rep=rep or 10, return_mode="median"))
-        return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep or 50, return_mode="median"))
+            return float(do_bench_cudagraph(fn, rep=rep or 10, return_mode="median"))
+        return float(do_bench(fn, warmup=warmup, rep=rep or 50, return_mode="median"))
 
 
 def bench_pair(baseline: Callable[[], object], ours: Callable[[], object], *, rounds: int = 3,

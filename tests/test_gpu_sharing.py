@@ -171,6 +171,20 @@ def test_claiming_the_lock_makes_tritons_timings_measurements(lock_file, monkeyp
     assert testing.do_bench is wrapped and not getattr(wrapped.__wrapped__, "alone", False)
 
 
+def test_bench_calls_tritons_own_timing_once_not_its_wrapper(lock_file, monkeypatch):
+    """bench() warms up and takes the GPU alone itself: with the lock claimed (Triton's timings wrapped), `fn` is
+    still called once before the timing, not twice."""
+    testing = pytest.importorskip("triton.testing")
+    timed = []
+    for name in ("do_bench", "do_bench_cudagraph"):
+        monkeypatch.setattr(testing, name, lambda fn, **kwargs: timed.append(bench._lock["held"]) or 1.0)
+    monkeypatch.setattr(bench, "require_gpu", lambda what: None)
+    assert bench.claim_gpu_lock() and testing.do_bench.alone
+    calls = []
+    assert bench.bench(lambda: calls.append(1)) == bench.bench(lambda: calls.append(1), cudagraph=True) == 1.0
+    assert calls == [1, 1] and timed == ["exclusive", "exclusive"]
+
+
 def test_a_shared_hold_is_let_go_only_after_the_queued_gpu_work(lock_file, monkeypatch):
     """A cell returns while its kernels may still run: letting go of a shared hold waits for them (else they would
     run beside the next notebook's measurement); an exclusive hold and a process without CUDA wait for nothing, and

@@ -200,12 +200,11 @@ def test_several_notebooks_without_test_files_are_built_on_every_core_each_runni
     assert events == [("ran", "cuda/a.ipynb")]
 
 
-def test_notebooks_sharing_a_gpu_run_beside_the_test_files_each_once_built(tmp_path, monkeypatch):
-    """With more notebook workers than GPUs, the GPU test files run beside the notebooks (the notebooks' measurements
-    pause them), and the build beside both on the other cores; a notebook without CUDA cells need not wait for the
-    build, one with them waits for its own. Test files and notebooks plan with one account of the GPU's memory."""
+def _one_h200_project(tmp_path, monkeypatch, *notebooks: str) -> None:
+    """A project of `notebooks`, a GPU test file tests/test_c.py and a CPU-only tests/test_d.py, on one (faked) H200
+    of 100 GiB."""
     (tmp_path / "pyproject.toml").write_text("")
-    for path in ("cuda/a.ipynb", "triton/b.ipynb", "tests/test_c.py", "tests/test_d.py"):
+    for path in (*notebooks, "tests/test_c.py", "tests/test_d.py"):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text("{}")
     (tmp_path / "tests/test_d.py").write_text(suite.CPU_ONLY + "\n")
@@ -214,6 +213,13 @@ def test_notebooks_sharing_a_gpu_run_beside_the_test_files_each_once_built(tmp_p
     monkeypatch.setattr("torch.cuda.get_device_name", lambda *a: "NVIDIA H200")
     monkeypatch.setattr("torch.cuda.mem_get_info", lambda *a: (0, 100 * 2**30))
     monkeypatch.delenv("GPU_ML_EMULATE", raising=False)
+
+
+def test_notebooks_sharing_a_gpu_run_beside_the_test_files_each_once_built(tmp_path, monkeypatch):
+    """With more notebook workers than GPUs, the GPU test files run beside the notebooks (the notebooks' measurements
+    pause them), and the build beside both on the other cores; a notebook without CUDA cells need not wait for the
+    build, one with them waits for its own. Test files and notebooks plan with one account of the GPU's memory."""
+    _one_h200_project(tmp_path, monkeypatch, "cuda/a.ipynb", "triton/b.ipynb")
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
     events, plans = [], []
 
@@ -249,16 +255,7 @@ def test_notebooks_sharing_a_gpu_run_beside_the_test_files_each_once_built(tmp_p
 
 
 def test_test_files_beside_sharing_notebooks_get_the_lock_and_record_their_peak(tmp_path, monkeypatch):
-    (tmp_path / "pyproject.toml").write_text("")
-    for path in ("triton/a.ipynb", "triton/b.ipynb", "tests/test_c.py", "tests/test_d.py"):
-        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / path).write_text("{}")
-    (tmp_path / "tests/test_d.py").write_text(suite.CPU_ONLY + "\n")
-    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
-    monkeypatch.setattr("torch.cuda.device_count", lambda: 1)
-    monkeypatch.setattr("torch.cuda.get_device_name", lambda *a: "NVIDIA H200")
-    monkeypatch.setattr("torch.cuda.mem_get_info", lambda *a: (0, 100 * 2**30))
-    monkeypatch.delenv("GPU_ML_EMULATE", raising=False)
+    _one_h200_project(tmp_path, monkeypatch, "triton/a.ipynb", "triton/b.ipynb")
     monkeypatch.setattr(suite, "build_cuda_cells", lambda notebooks, root, processes, done: "built")
     child = (f"import os, sys; lock = os.environ.get({suite.SHARED_GPU_LOCK!r})\n"
              f"print(sys.argv[1], bool(lock), bool(os.environ.get({suite.TEST_HOLDS_LOCK!r})))\n"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from gpu_ml import cuda
 from gpu_ml.bench import claim_gpu_lock, hold_gpu, lock_seconds, seconds_alone
 from gpu_ml.env import has_gpu
 from gpu_ml.notebook import patch_interpreter
@@ -52,6 +53,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # notebook's cell does, and their measurements pause it
     if os.environ.pop(TEST_HOLDS_LOCK, None) and claim_gpu_lock():
         hold_gpu("shared")
+        cuda.PROGRAMS_TIME_THEMSELVES = False  # no test times a program: they pause with it instead of pausing all
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped without one)")
     config.addinivalue_line("markers", "cpu_only: a test file that never touches a GPU (gpu-ml test runs it beside "
                             "the notebooks)")

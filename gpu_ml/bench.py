@@ -9,6 +9,7 @@ import math
 import os
 import signal
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -23,6 +24,8 @@ _lock = {"path": None, "fd": None, "turn": None, "held": None, "busy": False}  #
 # whether hold_gpu or _pause is changing that now
 _alone = {"depth": 0, "seconds": 0.0}  # how deep in gpu_alone blocks this process is, and their total time
 _waits = {"waited": 0.0, "paused": 0.0}  # seconds this process waited for the lock, and was paused by others
+_children: set[int] = set()  # the process groups of the programs run_child runs now beside other notebooks
+CHILD_GRACE_S = 0.1  # after stopping them (_pause), how long their kernels already queued may take to finish
 
 
 def claim_gpu_lock() -> bool:
@@ -81,14 +84,48 @@ def _pause(signum: int, frame: object) -> None:
                               and torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()):
         return
     _lock["busy"] = True
+    stopped = list(_children)
     try:
         before = time.perf_counter()
+        _signal_groups(stopped, signal.SIGSTOP)
         finish_queued_work()
+        if stopped:  # their queued kernels cannot be waited for from here
+            time.sleep(CHILD_GRACE_S)
         take_in_turn(_lock["fd"], _lock["turn"], None)
         take_in_turn(_lock["fd"], _lock["turn"], "shared")
         _waits["paused"] += time.perf_counter() - before
     finally:
+        _signal_groups(stopped, signal.SIGCONT)
         _lock["busy"] = False
+
+
+def _signal_groups(groups: list[int], signum: int) -> None:
+    for group in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signum)
+
+
+def run_child(command: Sequence[str], *, timeout: float, alone: bool) -> subprocess.CompletedProcess:
+    """Run `command`, its output captured as text; subprocess.TimeoutExpired after `timeout` s (its whole process
+    group killed). Where `gpu-ml test` runs notebooks side by side on one GPU, another notebook's measurement could
+    not pause another process by itself: with `alone` (a program that may time itself) it runs with the GPU to this
+    process (gpu_alone); otherwise beside the others, in a process group of its own that _pause stops (SIGSTOP) and
+    resumes with this process (a test, a compute-sanitizer run: they time nothing)."""
+    if alone or not _lock["path"]:
+        with gpu_alone() if alone else contextlib.nullcontext():
+            return subprocess.run(list(command), capture_output=True, text=True, timeout=timeout)
+    with subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as proc:
+        _children.add(proc.pid)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _signal_groups([proc.pid], signal.SIGKILL)
+            proc.communicate()
+            raise
+        finally:
+            _children.discard(proc.pid)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def _time_triton_alone() -> None:

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     import torch
 
 DEFAULT_ARCH = "sm_80"  # without a GPU to ask: Ampere, the oldest arch with bf16 mma and cp.async
+PROGRAMS_TIME_THEMSELVES = True  # run_program: a notebook's program may print its own timings, so it runs with
+# the GPU alone under `gpu-ml test`; a test file, which times none, sets False (conftest.py): its programs pause with it
 
 
 class CudaCompileError(RuntimeError):
@@ -311,13 +313,13 @@ def build(
 def run_program(
     exe: Path, args: list[str] | tuple[str, ...] = (), *, timeout: float = 60
 ) -> subprocess.CompletedProcess:
-    """Run a compiled program (with the GPU to itself under `gpu-ml test`: it may time itself, see
-    gpu_ml.bench.gpu_alone); raise CudaRunError on a non-zero exit or a timeout."""
-    from gpu_ml.bench import gpu_alone
+    """Run a compiled program; raise CudaRunError on a non-zero exit or a timeout. Where `gpu-ml test` runs
+    notebooks side by side on one GPU, it has the GPU to itself (it may time itself) unless PROGRAMS_TIME_THEMSELVES
+    is False (gpu_ml.bench.run_child)."""
+    from gpu_ml.bench import run_child
 
     try:
-        with gpu_alone():
-            proc = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=timeout)
+        proc = run_child([str(exe), *args], timeout=timeout, alone=PROGRAMS_TIME_THEMSELVES)
     except subprocess.TimeoutExpired as exc:
         raise CudaRunError(f"program ran longer than {timeout:g} s and was killed") from exc
     if proc.returncode != 0:

@@ -10,13 +10,12 @@ run.
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu_ml.bench import gpu_alone
+from gpu_ml.bench import run_child
 from gpu_ml.env import has_gpu
 from gpu_ml.profile import find, tool
 
@@ -147,9 +146,7 @@ def available() -> bool:
 def _run(command: list[str], tool_name: str, timeout: float) -> Report:
     if tool_name not in TOOLS:
         raise ValueError(f"tool must be one of {', '.join(TOOLS)}, got {tool_name!r}")
-    with gpu_alone():  # another process, which another notebook's measurement could not pause (gpu-ml test)
-        done = subprocess.run([tool("compute-sanitizer"), "--tool", tool_name, *command], capture_output=True,
-                              text=True, timeout=timeout)
+    done = run_child([tool("compute-sanitizer"), "--tool", tool_name, *command], timeout=timeout, alone=False)
     output = done.stdout + done.stderr
     return Report(tool_name, errors_in(output), done.returncode, output)
 

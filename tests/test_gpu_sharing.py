@@ -155,6 +155,74 @@ def test_a_measurement_pauses_the_cells_running_in_other_notebooks(lock_file, tm
     assert paused >= 0.4 and waited < 0.4
 
 
+CHILD_PAUSED = """
+import importlib, json, sys
+bench = importlib.import_module("gpu_ml.bench")
+assert bench.claim_gpu_lock()
+bench.hold_gpu("shared")  # a test, which runs a program for 3 s (as compute-sanitizer runs one)
+program = ("import sys, time\\nopen(sys.argv[1], 'w').close()\\nend = time.time() + 3\\n"
+           "while time.time() < end:\\n    print(time.time(), flush=True)\\n    time.sleep(0.001)")
+done = bench.run_child([sys.executable, "-c", program, sys.argv[1]], timeout=60, alone=False)
+bench.hold_gpu(None)
+print(json.dumps([[float(t) for t in done.stdout.split()], *bench.lock_seconds()]))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pausing needs /proc (Linux)")
+def test_a_measurement_pauses_the_programs_a_paused_process_runs(lock_file, tmp_path):
+    """run_child(alone=False): the program a test runs (compute-sanitizer's, say) is stopped with the test's process
+    while a measurement elsewhere runs, and carries on afterwards."""
+    ready = tmp_path / "ready"
+    child = subprocess.Popen([sys.executable, "-c", CHILD_PAUSED, str(ready)], stdout=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not ready.exists():
+        assert child.poll() is None and time.time() < deadline, "the program never started"
+        time.sleep(0.01)
+    time.sleep(0.2)
+    with bench.gpu_alone():
+        entered = time.time()
+        time.sleep(0.5)
+        left = time.time()
+    stamps, waited, paused = json.loads(child.communicate()[0])
+    assert child.returncode == 0
+    assert not [t for t in stamps if entered < t < left], "the program ran during the measurement"
+    assert [t for t in stamps if t > left], "the program never carried on"
+    assert paused >= 0.4
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc (Linux)")
+def test_run_child_kills_the_whole_process_group_after_its_timeout(lock_file, tmp_path):
+    """A program that started one of its own (compute-sanitizer starts the sanitized one) is killed with it."""
+    assert bench.claim_gpu_lock()
+    bench.hold_gpu("shared")
+    pid_file = tmp_path / "grandchild"
+    program = ("import subprocess, sys, time\np = subprocess.Popen([sys.executable, '-c', 'import time; "
+               f"time.sleep(60)'])\nopen({str(pid_file)!r}, 'w').write(str(p.pid))\ntime.sleep(60)")
+    with pytest.raises(subprocess.TimeoutExpired):
+        bench.run_child([sys.executable, "-c", program], timeout=2, alone=False)
+    grandchild = int(pid_file.read_text())
+    deadline = time.time() + 10
+    while _alive(grandchild) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not _alive(grandchild)
+    assert not bench._children
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie (not yet reaped by init) is dead
+    except FileNotFoundError:
+        return False
+
+
+def test_run_child_without_a_shared_gpu_just_runs(monkeypatch):
+    monkeypatch.delenv(bench.SHARED_GPU_LOCK, raising=False)
+    for alone in (True, False):
+        done = bench.run_child([sys.executable, "-c", "print('hi')"], timeout=60, alone=alone)
+        assert (done.returncode, done.stdout) == (0, "hi\n")
+
+
 def test_claiming_the_lock_makes_tritons_timings_measurements(lock_file, monkeypatch):
     """Triton's do_bench and do_bench_cudagraph (its autotuner calls the first) run with the GPU alone, once wrapped."""
     testing = pytest.importorskip("triton.testing")

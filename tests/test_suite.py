@@ -406,8 +406,10 @@ def test_cli_has_the_test_command(monkeypatch):
 
 def test_a_test_file_given_the_lock_holds_it_and_writes_its_run_file(tmp_path):
     """conftest.py under gpu-ml test: a test file beside sharing notebooks claims the lock (its process is then
-    registered to be paused) and, at the end, writes its peak and lock seconds for the suite's record."""
-    (tmp_path / "test_tiny.py").write_text("def test_nothing():\n    pass\n")
+    registered to be paused, and the programs it runs pause with it) and, at the end, writes its peak and lock
+    seconds for the suite's record."""
+    (tmp_path / "test_tiny.py").write_text("from gpu_ml import cuda\n\n\ndef test_programs_pause_with_it():\n"
+                                           "    assert cuda.PROGRAMS_TIME_THEMSELVES is False\n")
     run = tmp_path / "run.json"
     env = dict(os.environ, **{suite.RUN_FILE: str(run), suite.TEST_HOLDS_LOCK: "1",
                               suite.SHARED_GPU_LOCK: str(tmp_path / "gpu.lock")})

@@ -110,7 +110,8 @@ def run_child(command: Sequence[str], *, timeout: float, alone: bool) -> subproc
     group killed). Where `gpu-ml test` runs notebooks side by side on one GPU, another notebook's measurement could
     not pause another process by itself: with `alone` (a program that may time itself) it runs with the GPU to this
     process (gpu_alone); otherwise beside the others, in a process group of its own that _pause stops (SIGSTOP) and
-    resumes with this process (a test, a compute-sanitizer run: they time nothing)."""
+    resumes with this process (a test's program, which times nothing). A program that SIGCONT could upset (a wait
+    that fails with EINTR, signal(7)) runs alone."""
     if alone or not _lock["path"]:
         with gpu_alone() if alone else contextlib.nullcontext():
             return subprocess.run(list(command), capture_output=True, text=True, timeout=timeout)

@@ -146,7 +146,9 @@ def available() -> bool:
 def _run(command: list[str], tool_name: str, timeout: float) -> Report:
     if tool_name not in TOOLS:
         raise ValueError(f"tool must be one of {', '.join(TOOLS)}, got {tool_name!r}")
-    done = run_child([tool("compute-sanitizer"), "--tool", tool_name, *command], timeout=timeout, alone=False)
+    # alone: stopped and resumed (run_child's pause) beside the others, a racecheck run once failed (gpu-ml test,
+    # 2026-12-04: "Target application returned an error"); SIGCONT makes some waits fail with EINTR (signal(7))
+    done = run_child([tool("compute-sanitizer"), "--tool", tool_name, *command], timeout=timeout, alone=True)
     output = done.stdout + done.stderr
     return Report(tool_name, errors_in(output), done.returncode, output)
 

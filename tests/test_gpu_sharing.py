@@ -327,19 +327,22 @@ def test_a_notebook_kernel_holds_the_lock_by_cell(tmp_path, monkeypatch):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pausing needs /proc (Linux)")
 def test_a_notebook_kernel_is_paused_in_the_middle_of_a_cell(tmp_path, monkeypatch):
-    """Two real kernels (gpu-ml execute): a measurement in one starts within a second while the other is 4 s into a
-    cell of Python work, which stops for the measurement and then finishes."""
+    """Two real kernels (gpu-ml execute): a measurement in one starts within a second while the other runs a cell of
+    Python work (until the measurement has ended, however slowly the kernels start), which stops for the measurement
+    and then finishes."""
     from test_harness import _notebook
 
     monkeypatch.setenv("GPU_ML_FORCE_CPU", "1")
     monkeypatch.setenv(bench.SHARED_GPU_LOCK, str(tmp_path / "gpu.lock"))
-    busy = tmp_path / "busy"
+    busy, measured = tmp_path / "busy", tmp_path / "measured"
     setup = ("from gpu_ml import setup\nenv = setup(quiet=True)", [])
-    long_cell = (f"import time\nopen({str(busy)!r}, 'w').close()\nstamps, end = [], time.time() + 4\n"
-                 "while time.time() < end:\n    stamps.append(time.time())\n    time.sleep(0.001)", [])
+    long_cell = (f"import os, time\nopen({str(busy)!r}, 'w').close()\nstamps, end = [], time.time() + 120\n"
+                 f"while time.time() < end and not os.path.exists({str(measured)!r}):\n    stamps.append(time.time())\n"
+                 "    time.sleep(0.001)\nfor _ in range(10):\n    stamps.append(time.time())", [])
     measuring = (f"import os, time\nfrom gpu_ml.bench import gpu_alone\nwhile not os.path.exists({str(busy)!r}):\n"
                  "    time.sleep(0.01)\ntime.sleep(0.5)\nasked = time.time()\nwith gpu_alone():\n"
-                 "    entered = time.time()\n    time.sleep(1.0)\n    left = time.time()", [])
+                 "    entered = time.time()\n    time.sleep(1.0)\n    left = time.time()\n"
+                 f"open({str(measured)!r}, 'w').close()", [])
     report = (f"import json\nopen({str(tmp_path)!r} + '/' + NAME, 'w').write(json.dumps(REPORT))", [])
     a = _notebook(tmp_path / "a.ipynb", setup, ("NAME = 'a'", []), long_cell,
                   (report[0].replace("REPORT", "stamps"), []))

@@ -226,7 +226,9 @@ def test_notebooks_sharing_a_gpu_run_beside_the_test_files_each_once_built(tmp_p
     def build(notebooks, root, processes, done):
         events.append(("building", processes))
         done("triton/b.ipynb")  # no CUDA cells
-        time.sleep(0.5)
+        deadline = time.time() + 60
+        while len(events) < 4 and time.time() < deadline:  # the three items that need not wait have run
+            time.sleep(0.01)
         events.append(("built", "cuda/a.ipynb"))
         done("cuda/a.ipynb")
         return "built"
@@ -276,24 +278,40 @@ def test_runs_side_by_side_share_the_gpus_memory():
     """Two runs with one GpuMemory (the test files and the notebooks): their items never ask for more together than
     it holds, and while one run's next item waits for memory the other starts nothing on that GPU."""
     running, together, guard = set(), [], threading.Lock()
+    release = {item: threading.Event() for item in ("t1", "t2")}  # the others end at once
 
     def runner(item, gpu):
         with guard:
             running.add(item)
             together.append(frozenset(running))
-        time.sleep(0.3 if item == "t1" else 0.1)
+        if item in release:
+            assert release[item].wait(60)
         with guard:
             running.discard(item)
         return (0.1, True, "")
 
+    def until(condition):
+        deadline = time.time() + 60
+        while not condition():
+            assert time.time() < deadline
+            time.sleep(0.01)
+
     memory = suite.GpuMemory(1, 100.0)
     peaks = {"t1": 50.0, "t2": 10.0, "t3": 15.0, "big": 90.0}
-    tests = threading.Thread(target=suite.run, args=(["t1", "t2", "t3"], runner, 1, 2),
-                             kwargs={"peaks": peaks, "memory": memory})
-    tests.start()
-    time.sleep(0.05)  # t1 and t2 run: 60 GiB
-    suite.run(["big"], runner, 1, 1, peaks=peaks, memory=memory)
-    tests.join()
+    runs = [threading.Thread(target=suite.run, args=(["t1", "t2", "t3"], runner, 1, 2),
+                             kwargs={"peaks": peaks, "memory": memory}),
+            threading.Thread(target=suite.run, args=(["big"], runner, 1, 1), kwargs={"peaks": peaks, "memory": memory})]
+    runs[0].start()
+    until(lambda: running == {"t1", "t2"})  # 60 GiB
+    runs[1].start()
+    until(lambda: memory.waiting[0] is not None)  # big: 90 GiB do not fit beside them
+    release["t2"].set()  # t3 would fit beside t1 now, but big waits first
+    until(lambda: "t2" not in running)
+    time.sleep(0.3)
+    assert "t3" not in running
+    release["t1"].set()
+    for thread in runs:
+        thread.join()
     assert all(sum(peaks[i] for i in s) <= 100 for s in together if len(s) > 1)
     first = {name: min(i for i, s in enumerate(together) if name in s) for name in peaks}
     assert first["big"] < first["t3"]  # t3 fitted beside t1 before big could start, but big's wait came first

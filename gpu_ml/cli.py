@@ -20,6 +20,7 @@ import argparse
 import datetime
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from gpu_ml.bench import SHARED_GPU_LOCK
@@ -74,13 +75,18 @@ def execute(path: Path, *, timeout: int = 1800, kernel: str = "python3") -> None
     # provenance() needs torch: imported here while the kernel runs, not before it starts (seconds per notebook)
     threading.Thread(target=importlib.import_module, args=("torch",), daemon=True).start()
 
+    from jupyter_client.manager import KernelManager
+
     nb = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(
-        nb, timeout=timeout, kernel_name=kernel, resources={"metadata": {"path": str(path.parent)}}
-    )
     nb.cells.insert(0, nbformat.v4.new_code_cell(_PEAK_KEEPER))
     nb.cells.append(nbformat.v4.new_code_cell(_PEAK_CELL))
-    client.execute()  # raises CellExecutionError on the first failing cell; the file is left untouched
+    # The kernel talks over Unix sockets in a folder of its own, not TCP ports: a free port picked by jupyter_client
+    # may be taken by another kernel before this one binds it ("Address already in use": gpu-ml test starts many)
+    with tempfile.TemporaryDirectory(prefix="gpu_ml_kernel_") as sockets:
+        km = KernelManager(kernel_name=kernel, transport="ipc", ip=os.path.join(sockets, "kernel"))
+        client = nbclient.NotebookClient(nb, km=km, timeout=timeout, kernel_name=kernel,
+                                         resources={"metadata": {"path": str(path.parent)}})
+        client.execute()  # raises CellExecutionError on the first failing cell; the file is left untouched
     peak, alone, waited, paused = nb.cells.pop().outputs[0]["text"].split()
     del nb.cells[0]
     for cell in nb.cells:  # counted from 1 again, as if the keeper had not run

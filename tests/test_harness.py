@@ -81,6 +81,14 @@ def test_execute_saves_outputs_and_provenance(tmp_path, monkeypatch):
     assert meta["side_by_side"] is False
 
 
+def test_execute_talks_to_its_kernel_over_unix_sockets(tmp_path):
+    """Not TCP ports, which two kernels started at once by gpu-ml test can both be given."""
+    nb = _notebook(tmp_path / "ipc.ipynb", ("from ipykernel.connect import get_connection_info\n"
+                                            "print(get_connection_info(unpack=True)['transport'])", []))
+    cli.main(["execute", str(nb)])
+    assert nbformat.read(nb, as_version=4).cells[0].outputs[0]["text"] == "ipc\n"
+
+
 def test_execute_records_the_time_the_notebook_had_the_gpu_alone(tmp_path):
     """Nested blocks count once; what lies outside them, not at all."""
     cell = ("import time\nfrom gpu_ml.bench import gpu_alone\nwith gpu_alone():\n    with gpu_alone():\n"

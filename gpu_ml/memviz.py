@@ -123,7 +123,7 @@ def _recording(tensors: dict[str, torch.Tensor], trace: Trace):
 
     original_load, original_store = builder.create_masked_load, builder.create_masked_store
     original_call, interpreted = JITFunction.__call__, {}
-    patch_interpreter()  # before any program runs: Triton 3.6 + NumPy 2.4 fail a loop over a scalar argument
+    patch_interpreter()  # before any program runs: Triton 3.6 + NumPy 2 fail scalar loops and int sums that wrap
 
     def device_call(self, *args, **kwargs):
         """A @triton.jit function called from the traced kernel (tl.sum, say, outside interpreter mode): interpreted,

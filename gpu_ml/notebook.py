@@ -120,26 +120,40 @@ def setup(*, quiet: bool = False) -> Env:
 
 
 def patch_interpreter() -> None:
-    """Let Triton's interpreter loop over a scalar argument (`range(0, N, B)`) with any NumPy.
+    """Mend two faults of older Triton interpreters with NumPy 2, as Triton 3.9's interpreter behaves.
 
-    Triton 3.6's interpreter takes int() of the argument's 1-element array there, a TypeError since
-    NumPy 2.4; Triton 3.9 squeezes the array first, and with this patch so does every version. It
-    wraps `triton.runtime.interpreter._patch_lang`; calling it again changes nothing.
+    A loop over a scalar argument (`range(0, N, B)`): Triton 3.6 takes int() of the argument's 1-element array, a
+    TypeError since NumPy 2.4; 3.9 squeezes the array first. An integer reduction to a scalar that overflows (an
+    int32 `tl.sum`, which compiled kernels wrap): 3.6 raises OverflowError, as NumPy 2 refuses an out-of-range Python
+    integer in `np.array(..., dtype)`; 3.9 narrows it with `astype` (triton-lang/triton#11531). It wraps
+    `triton.runtime.interpreter._patch_lang` and replaces `ReduceScanOpInterface.to_tensor`; calling it again
+    changes nothing.
     """
+    import numpy as np
     import triton.language as tl
     from triton.runtime import interpreter
 
     original = interpreter._patch_lang
-    if getattr(original, "squeezes_index", False):
-        return
+    if not getattr(original, "squeezes_index", False):
+        def patch_lang(fn):
+            scope = original(fn)
+            scope.set_attr(tl.core.tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+            return scope
 
-    def patch_lang(fn):
-        scope = original(fn)
-        scope.set_attr(tl.core.tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
-        return scope
+        patch_lang.squeezes_index, patch_lang.__wrapped__ = True, original
+        interpreter._patch_lang = patch_lang
 
-    patch_lang.squeezes_index, patch_lang.__wrapped__ = True, original
-    interpreter._patch_lang = patch_lang
+    reductions = interpreter.ReduceScanOpInterface
+    if not getattr(reductions.to_tensor, "narrows", False):
+        def to_tensor(self, ret, dtype):
+            np_dtype = interpreter._get_np_dtype(dtype)
+            if hasattr(ret, "shape") and ret.shape:
+                return tl.core.tensor(interpreter.TensorHandle(ret.astype(np_dtype), dtype.scalar),
+                                      tl.block_type(dtype, list(ret.shape)))
+            return tl.core.tensor(interpreter.TensorHandle(np.array([ret]).astype(np_dtype), dtype.scalar), dtype)
+
+        to_tensor.narrows, to_tensor.__wrapped__ = True, reductions.to_tensor
+        reductions.to_tensor = to_tensor
 
 
 def pick(*, gpu, cpu):

@@ -3,44 +3,14 @@
 
 from __future__ import annotations
 
-import functools
-
 import torch
-import triton.language as tl
 
-import triton
 from gpu_ml.validate import kernel_device, usable
 
 DEVICE = kernel_device()
 GPU = DEVICE == "cuda"
 FLOATS = usable((torch.float32, torch.float16, torch.bfloat16))
 FLOOR = {torch.float32: 1e-6, torch.float16: 1e-3, torch.bfloat16: 8e-3}  # about one ulp at 1.0 (fp32: 8)
-
-
-@triton.jit
-def _sum_kernel(x_ptr, out_ptr):
-    tl.store(out_ptr, tl.sum(tl.load(x_ptr + tl.arange(0, 2)), axis=0))
-
-
-@functools.cache
-def integer_sums_wrap() -> bool:
-    """Whether an int32 tl.sum that overflows wraps, as compiled kernels do. Triton's interpreter before the fix
-    of triton-lang/triton#11531 (3.6 has it; 3.9 is fixed) raises OverflowError instead, under NumPy 2."""
-    if GPU:
-        return True
-    out = torch.zeros(1, dtype=torch.int32)
-    try:
-        _sum_kernel[(1,)](torch.full((2,), 2**30 + 2**29, dtype=torch.int32), out)
-    except triton.runtime.errors.InterpreterError:
-        return False
-    return out.item() == 2 * (2**30 + 2**29) - 2**32
-
-
-def int32_values(n: int) -> torch.Tensor:
-    """n random int32 values on DEVICE, from the whole range, so that their sums overflow (and wrap); where integer
-    sums do not wrap (integer_sums_wrap: an old interpreter), small enough that no sum of them overflows."""
-    high = 2**31 if integer_sums_wrap() else 2**31 // max(n, 1)
-    return torch.randint(-high, high - 1, (n,), device=DEVICE, dtype=torch.int32)
 
 
 def assert_as_accurate_as_torch(ours, torch_same_dtype, exact, *, factor=2.0, floor=None, name=""):

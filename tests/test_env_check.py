@@ -91,6 +91,40 @@ def test_patch_interpreter_lets_a_loop_over_a_scalar_argument_run_as_in_triton_3
     assert z.item() == 45.0
 
 
+@triton.jit
+def _sum_int32(x_ptr, z_ptr, B: tl.constexpr):
+    tl.store(z_ptr, tl.sum(tl.load(x_ptr + tl.arange(0, B)), axis=0))
+
+
+@pytest.mark.skipif(tuple(int(p) for p in triton.__version__.split(".")[:2]) < (3, 9),
+                    reason="simulates Triton 3.6 on 3.9+; on 3.6 itself test_arch_matrix runs the real thing")
+def test_patch_interpreter_wraps_an_overflowing_integer_sum_as_compiled_kernels_do(monkeypatch):
+    """Triton 3.6's interpreter gives a scalar reduction its dtype with np.array(..., dtype), which NumPy 2 refuses
+    for an int32 sum that overflows; compiled kernels (and 3.9's interpreter) wrap."""
+    from triton.runtime import interpreter
+
+    reductions = interpreter.ReduceScanOpInterface
+    fixed = getattr(reductions.to_tensor, "__wrapped__", reductions.to_tensor)
+
+    def as_in_triton_36(self, ret, dtype):
+        np_dtype = interpreter._get_np_dtype(dtype)
+        if hasattr(ret, "shape") and ret.shape:
+            return fixed(self, ret, dtype)
+        return tl.core.tensor(interpreter.TensorHandle(np.array([ret], dtype=np_dtype), dtype.scalar), dtype)
+
+    monkeypatch.setattr(reductions, "to_tensor", as_in_triton_36)  # restored after the test
+    kernel = interpreter.InterpretedFunction(_sum_int32.fn)
+    x, z = torch.full((4,), 2**30, dtype=torch.int32), torch.zeros(1, dtype=torch.int32)
+    if np.lib.NumpyVersion(np.__version__) >= "2.0.0":
+        with pytest.raises(interpreter.InterpreterError, match="out of bounds for int32"):
+            kernel[(1,)](x, z, 4)
+    gpu_ml.notebook.patch_interpreter()
+    gpu_ml.notebook.patch_interpreter()  # a second call changes nothing
+    assert reductions.to_tensor.__wrapped__ is as_in_triton_36
+    kernel[(1,)](x, z, 4)
+    assert z.item() == 0  # 4 * 2**30 wraps to 0 in int32
+
+
 def test_env_arch():
     assert Env("gpu", "NVIDIA H200", (9, 0), 132).arch == "sm_90a"
     assert Env("gpu", "NVIDIA A100", (8, 0), 108).arch == "sm_80"

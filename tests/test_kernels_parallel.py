@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kernel_checks import DEVICE, GPU, int32_values
+from kernel_checks import DEVICE, GPU
 
 from gpu_ml.kernels.triton import scan as sc
 
@@ -24,7 +24,7 @@ def test_scans_match_torch_in_float32_and_exactly_in_int32(scan, n):
     depth = 3 * 8 + 2 + (i // 256) * (7 + 2)  # the default window of 128
     bound = depth.double() * 2.0**-24 * x.double().abs().cumsum(0)
     assert ((scan(x, block=256).double() - exact).abs() <= bound).all()
-    xi = int32_values(n)  # overflows: int32 wraps
+    xi = torch.randint(-(2**31), 2**31 - 1, (n,), device=DEVICE, dtype=torch.int32)  # overflows: int32 wraps
     assert torch.equal(scan(xi, block=256), xi.cumsum(0, dtype=torch.int32))
 
 
@@ -33,7 +33,7 @@ def test_scans_match_torch_in_float32_and_exactly_in_int32(scan, n):
 def test_lookback_through_many_windows_is_exact_in_int32(window, sem, stride):
     # small tiles and windows: on a GPU most tiles meet only aggregates in their first windows and walk further back
     n = 2**22 + 3 if GPU else 20_001
-    x = int32_values(n)
+    x = torch.randint(-(2**31), 2**31 - 1, (n,), device=DEVICE, dtype=torch.int32)
     got = sc.cumsum_lookback(x, block=256, num_warps=4, window=window, sem=sem, stride=stride)
     assert torch.equal(got, x.cumsum(0, dtype=torch.int32))
     with pytest.raises(ValueError, match="sem must be"):

@@ -40,7 +40,7 @@ def record(out: Path, test_files: list[str]) -> int:
 
     from gpu_ml.notebook import patch_interpreter
 
-    patch_interpreter()  # as setup() does on a CPU: Triton 3.6 + NumPy 2.4 fail loops over scalar arguments
+    patch_interpreter()  # as setup() does on a CPU: Triton 3.6 + NumPy 2 fail scalar loops and int sums that wrap
 
     seen: dict[str, dict] = {}
     original = InterpretedFunction.run

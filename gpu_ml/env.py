@@ -89,8 +89,8 @@ def versions() -> dict[str, str]:
 
 
 # GPU_ML_EMULATE=<profile>: a smaller GPU, on a bigger one. The capability reported (so capability-gated
-# paths are the small GPU's, and %%cuda builds for its arch, run by the driver's JIT from PTX) and the memory
-# torch may allocate are the profile's; the speed is not.
+# paths are the small GPU's, and %%cuda cells and PyTorch extensions build for its arch, run by the driver's JIT from
+# PTX) and the memory torch may allocate are the profile's; the speed is not.
 EMULATED = {"t4": ("Tesla T4", (7, 5), 15.0), "a100": ("NVIDIA A100-SXM4-80GB", (8, 0), 80.0)}
 
 
@@ -144,8 +144,9 @@ def free_memory() -> int | None:
 def detect() -> Env:
     """The GPU torch sees (name, capability, SMs) or CPU mode, with versions.
 
-    Under GPU_ML_EMULATE it reports the profile's name and capability and caps the memory torch may
-    allocate at the profile's (torch.cuda.set_per_process_memory_fraction).
+    Under GPU_ML_EMULATE it reports the profile's name and capability, caps the memory torch may
+    allocate at the profile's (torch.cuda.set_per_process_memory_fraction), and has PyTorch's extensions built
+    for the profile's arch with PTX (TORCH_CUDA_ARCH_LIST, replacing one that names the real GPU).
     """
     if not has_gpu():
         return Env(mode="cpu", device="CPU: Triton interpreter, CUDA compile-only", versions=versions())
@@ -156,6 +157,7 @@ def detect() -> Env:
     if profile is not None:
         name = f"{profile[0]} (emulated)"  # not the host's name: hardware.lookup must find the profile's
         torch.cuda.set_per_process_memory_fraction(min(1.0, profile[2] * 2**30 / props.total_memory))
+        os.environ["TORCH_CUDA_ARCH_LIST"] = "{}.{}+PTX".format(*profile[1])
     return Env(
         mode="gpu",
         device=name,

@@ -215,6 +215,23 @@ def test_emulated_profiles_report_their_capability(monkeypatch):
     assert env.capability() is None  # no GPU: nothing to emulate on
 
 
+def test_detect_under_emulation_builds_extensions_for_the_profile(monkeypatch):
+    """A PyTorch extension (CUDA 3.4) is built for the emulated GPU, with PTX for the real one's driver to compile,
+    even where the machine named its own GPU in TORCH_CUDA_ARCH_LIST."""
+    from gpu_ml import env
+
+    monkeypatch.setattr(env, "has_gpu", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: types.SimpleNamespace(
+        name="NVIDIA H200", total_memory=141 * 2**30, multi_processor_count=132))
+    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction", lambda fraction: None)
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0a")
+    monkeypatch.setenv("GPU_ML_EMULATE", "t4")
+    assert env.detect().device == "Tesla T4 (emulated)" and os.environ["TORCH_CUDA_ARCH_LIST"] == "7.5+PTX"
+    monkeypatch.setenv("GPU_ML_EMULATE", "a100")
+    env.detect()
+    assert os.environ["TORCH_CUDA_ARCH_LIST"] == "8.0+PTX"
+
+
 def test_env_bf16_needs_ampere():
     assert Env("gpu", "NVIDIA H200", (9, 0)).bf16 and Env("gpu", "NVIDIA A100", (8, 0)).bf16
     assert not Env("gpu", "Tesla T4", (7, 5)).bf16 and not Env("cpu", "CPU").bf16

@@ -155,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
                      "they share them, and `#| gpu` cells and measurements take their GPU alone)")
     tst.add_argument("--test-workers", type=int, help="test files run at once (default: 8, at most one per core)")
     tst.add_argument("--save", action="store_true", help="execute notebooks in place, keeping their outputs")
+    tst.add_argument("--tests-beside", action="store_true", help="with notebooks sharing a GPU, run the GPU test "
+                     "files beside them from the start instead of first (paused by their measurements)")
     tst.add_argument("--timeout", type=float, default=1800, help="per-item time limit in seconds")
     exe = sub.add_parser("exercises", help="grade the puzzles and cudalings and show your progress")
     exe.add_argument("notebooks", nargs="*", type=Path, default=list(EXERCISES),
@@ -170,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         from gpu_ml import suite
 
         return suite.main(args.items or None, shard_spec=args.shard, workers=args.workers,
-                          test_workers=args.test_workers, save=args.save, timeout=args.timeout)
+                          test_workers=args.test_workers, save=args.save, timeout=args.timeout,
+                          tests_beside=args.tests_beside)
     elif args.command == "exercises":
         return exercises(args.notebooks)
     elif args.command == "export":

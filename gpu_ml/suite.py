@@ -6,12 +6,13 @@ Each item runs in its own process: a notebook through pytest/nbval (or, with `sa
 on the GPUs in turn, while every notebook's `%%cuda` cells are compiled into the build cache on the other cores;
 then the notebooks, each as soon as its cells are built, whose benchmarks need a GPU to themselves. With more
 workers than GPUs, notebooks share a GPU: their cells run side by side, and each measurement has the GPU to itself,
-pausing the other notebooks' cells meanwhile (`sharing_gpus`, gpu_ml.bench.hold_gpu). The test files then run beside
-them from the start, each holding the lock shared so that the measurements pause it too (conftest.py), and an item
-starts only when its recorded peak of GPU memory fits beside those running there. (Until 2026-12-04 18:50 UTC a
-measurement waited for the cells running elsewhere to end instead of pausing them, and test files beside the
-notebooks, each test holding the lock, made items take 2.3x-5.4x their solo time.) Test files that never touch a
-GPU (`pytestmark = pytest.mark.cpu_only`) run beside the notebooks, without the lock, on the spare cores.
+pausing the other notebooks' cells meanwhile (`sharing_gpus`, gpu_ml.bench.hold_gpu), and a notebook starts only
+when its recorded peak of GPU memory fits beside those running there. With `tests_beside`, the test files run beside
+the notebooks from the start instead of first, each holding the lock shared so that the measurements pause it too
+(conftest.py; the processes a test starts are not paused, except CUDA programs: gpu_ml.bench.run_child), within the
+same account of memory; on an H200 on 2026-12-04 that did not finish sooner than test files first. Test files that
+never touch a GPU (`pytestmark = pytest.mark.cpu_only`) run beside the notebooks, without the lock, on the spare
+cores.
 Under GPU_ML_EMULATE, items the emulated record lacks are planned with their time and peak from this GPU's own
 record (the peak at most the profile's memory).
 Workers take the items longest first, from the times of the last run. `shard` runs one part
@@ -235,7 +236,8 @@ def build_cuda_cells(notebooks: list[str], root: Path, processes: int,
 
 
 def main(only: list[str] | None = None, *, shard_spec: str | None = None, workers: int | None = None,
-         test_workers: int | None = None, save: bool = False, timeout: float = 1800.0, root: Path | None = None,
+         test_workers: int | None = None, save: bool = False, timeout: float = 1800.0, tests_beside: bool = False,
+         root: Path | None = None,
          runner: Callable[[str, int | None], Outcome] | None = None,
          prebuild: Callable[[list[str], Callable[[str], None]], str] | None = None) -> int:
     """Collect (or take `only`, checked against what is collected), shard, order, run, report and record; 0 when
@@ -243,9 +245,9 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
     `prebuild` (default, when a GPU is present and there are test files or several notebooks: build_cuda_cells, on
     the other cores, or on every core without test files to run first) compiles the notebooks' CUDA cells, the
     longest notebook's first; then the notebooks run `workers` at a time (default: one per GPU), each as soon as its
-    cells are built. When notebooks share a GPU, the test files run beside them instead of first: each holds the
-    lock shared for its whole run, so that the notebooks' measurements pause it (conftest.py), and the recorded
-    peaks of GPU memory of both (a test file's from RUN_FILE) must fit together."""
+    cells are built. With `tests_beside`, when notebooks share a GPU, the test files run beside them instead of
+    first: each holds the lock shared for its whole run, so that the notebooks' measurements pause it (conftest.py),
+    and the recorded peaks of GPU memory of both (a test file's from RUN_FILE) must fit together."""
     import torch
 
     root = project_root(root)
@@ -278,7 +280,7 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
     sharing = bool(gpu_count) and workers > gpu_count
     beside = [t for t in tests if notebooks and CPU_ONLY in (root / t).read_text()]  # they never touch a GPU
     tests = [t for t in tests if t not in beside]
-    together = sharing and bool(notebooks)  # the GPU test files beside the notebooks too, paused by measurements
+    together = tests_beside and sharing and bool(notebooks)  # the GPU test files beside them, paused by measurements
     # One notebook builds its own cells. For several, one build of all of them beats each building its own in turn,
     # and no build then runs inside a cell that another notebook's measurement waits for (a cold sm_80 build took 4
     # notebooks 260-300 s that way); notebooks without CUDA cells, and those built, run meanwhile.

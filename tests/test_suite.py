@@ -215,10 +215,23 @@ def _one_h200_project(tmp_path, monkeypatch, *notebooks: str) -> None:
     monkeypatch.delenv("GPU_ML_EMULATE", raising=False)
 
 
+def test_notebooks_sharing_a_gpu_run_after_the_test_files_by_default(tmp_path, monkeypatch):
+    """Without tests_beside, the GPU test files run first, without the lock; then the notebooks, sharing the GPU
+    (the lock named), beside the CPU-only test file."""
+    _one_h200_project(tmp_path, monkeypatch, "triton/a.ipynb", "triton/b.ipynb")
+    monkeypatch.setattr(suite, "build_cuda_cells", lambda notebooks, root, processes, done: "built")
+    events = []
+    runner = lambda item, gpu: events.append((item, suite.SHARED_GPU_LOCK in os.environ)) or (1.0, True, "")  # noqa: E731
+    assert suite.main(workers=2, root=tmp_path, runner=runner) == 0
+    assert events[0] == ("tests/test_c.py", False)
+    assert sorted(events[1:]) == [("tests/test_d.py", True), ("triton/a.ipynb", True), ("triton/b.ipynb", True)]
+
+
 def test_notebooks_sharing_a_gpu_run_beside_the_test_files_each_once_built(tmp_path, monkeypatch):
-    """With more notebook workers than GPUs, the GPU test files run beside the notebooks (the notebooks' measurements
-    pause them), and the build beside both on the other cores; a notebook without CUDA cells need not wait for the
-    build, one with them waits for its own. Test files and notebooks plan with one account of the GPU's memory."""
+    """With tests_beside and more notebook workers than GPUs, the GPU test files run beside the notebooks (the
+    notebooks' measurements pause them), and the build beside both on the other cores; a notebook without CUDA cells
+    need not wait for the build, one with them waits for its own. Test files and notebooks plan with one account of
+    the GPU's memory."""
     _one_h200_project(tmp_path, monkeypatch, "cuda/a.ipynb", "triton/b.ipynb")
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
     events, plans = [], []
@@ -242,7 +255,7 @@ def test_notebooks_sharing_a_gpu_run_beside_the_test_files_each_once_built(tmp_p
 
     monkeypatch.setattr(suite, "run", run)
     runner = lambda item, gpu: events.append((item, suite.SHARED_GPU_LOCK in os.environ)) or (1.0, True, "")  # noqa: E731
-    assert suite.main(workers=2, test_workers=2, root=tmp_path, runner=runner) == 0
+    assert suite.main(workers=2, test_workers=2, tests_beside=True, root=tmp_path, runner=runner) == 0
     assert events[0] == ("building", 14)  # 16 cores less 2 for the test files
     built_at = events.index(("built", "cuda/a.ipynb"))
     assert sorted(events[1:built_at]) == [("tests/test_c.py", True), ("tests/test_d.py", True),
@@ -266,7 +279,7 @@ def test_test_files_beside_sharing_notebooks_get_the_lock_and_record_their_peak(
     monkeypatch.setattr(suite, "command", lambda item, save: [sys.executable, "-c", child, item])
     seen, real = [], suite.run_item
     monkeypatch.setattr(suite, "run_item", lambda *a, **k: seen.append(real(*a, **k)[2].split()) or (1.0, True, ""))
-    assert suite.main(workers=2, root=tmp_path) == 0
+    assert suite.main(workers=2, tests_beside=True, root=tmp_path) == 0
     assert sorted(seen) == [["tests/test_c.py", "True", "True"], ["tests/test_d.py", "False", "False"],
                             ["triton/a.ipynb", "True", "False"], ["triton/b.ipynb", "True", "False"]]  # the kernel's
     items = json.loads((tmp_path / "results/suite/nvidia-h200.json").read_text())["items"]
@@ -417,7 +430,9 @@ def test_cli_has_the_test_command(monkeypatch):
     monkeypatch.setattr(suite, "main", lambda only, **kw: seen.update(kw, only=only) or 0)
     assert cli.main(["test", "--shard", "1/4", "--workers", "2", "--test-workers", "6", "--save"]) == 0
     assert seen == {"only": None, "shard_spec": "1/4", "workers": 2, "test_workers": 6, "save": True,
-                    "timeout": 1800}
+                    "timeout": 1800, "tests_beside": False}
+    assert cli.main(["test", "--workers", "8", "--tests-beside"]) == 0
+    assert seen["tests_beside"] is True
     assert cli.main(["test", "tests/test_c.py", "cuda/b.ipynb"]) == 0
     assert seen["only"] == ["tests/test_c.py", "cuda/b.ipynb"]
 

@@ -226,10 +226,12 @@ def _failed(procs: list, results: Any, p: int, done: dict, errors: dict[int, str
     Reports that come within half a second are read too: a rank's failure usually makes its peers fail after it
     (a connection closed), and those are listed, not mistaken for the cause."""
     end = time.monotonic() + (0.5 if errors else 1.0)
-    while time.monotonic() < end:
+    while True:  # the last look comes after `end`, however long this process was stopped before it (a pause)
         try:
             rank, ok, payload = results.get(timeout=0.05)
         except queue.Empty:
+            if time.monotonic() >= end:
+                break
             continue
         if ok:
             done[rank] = pickle.loads(payload)

@@ -78,6 +78,22 @@ def test_a_rank_that_dies_is_named():
         launch(_dies_on_rank_two, 3, timeout=60)
 
 
+def test_a_rank_that_reported_just_before_it_ended_is_not_taken_for_dead(monkeypatch):
+    """The last look for reports comes after the grace period even when this process was stopped through all of it
+    (paused by a measurement in another notebook under gpu-ml test, or a loaded machine)."""
+    import pickle
+    import queue
+    import types
+
+    results = queue.Queue()
+    results.put((0, True, pickle.dumps("done")))
+    clock = iter([0.0])
+    monkeypatch.setattr(distributed.time, "monotonic", lambda: next(clock, 100.0))  # stopped past the grace period
+    done = {}
+    distributed._failed([types.SimpleNamespace(exitcode=0)], results, 1, done, {})
+    assert done == {0: "done"}
+
+
 def _waits_forever():
     t = torch.zeros(1)
     dist.recv(t, (dist.get_rank() + 1) % 2)  # both ranks wait for the other: a deadlock

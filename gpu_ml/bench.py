@@ -22,7 +22,8 @@ PAUSE = signal.SIGUSR2  # what a measurement sends the other notebooks on its GP
 _lock = {"path": None, "fd": None, "turn": None, "held": None, "busy": False}  # this process's lock file (see
 # claim_gpu_lock), its open file and turnstile (take_in_turn), what it holds (None, "shared", "exclusive"), and
 # whether hold_gpu or _pause is changing that now
-_alone = {"depth": 0, "seconds": 0.0}  # how deep in gpu_alone blocks this process is, and their total time
+_alone = {"depth": 0, "seconds": 0.0, "count": 0, "waited": 0.0}  # how deep in gpu_alone blocks this process is,
+# and of the outermost ones: their total time, how many, and how long they waited for the lock
 _waits = {"waited": 0.0, "paused": 0.0}  # seconds this process waited for the lock, and was paused by others
 _children: set[int] = set()  # the process groups of the programs run_child runs now beside other notebooks
 CHILD_GRACE_S = 0.1  # after stopping them (_pause), how long their kernels already queued may take to finish
@@ -220,10 +221,14 @@ def gpu_alone() -> Iterator[None]:
     """Have the GPU to this process alone while the block runs (a measurement): when `gpu-ml test` runs notebooks
     side by side on one GPU, pause the cells the others run (and the test files beside them) and keep them waiting
     until the block ends, then go back to what this process held. Nothing happens otherwise; nested blocks are
-    free. The time inside the outermost blocks, waits for the lock left out, adds up in seconds_alone()."""
-    before = _lock["held"]
+    free. The time inside the outermost blocks, waits for the lock left out, adds up in seconds_alone(); how many
+    there were and their waits, in measurements()."""
+    before, waited = _lock["held"], _waits["waited"]
     hold_gpu("exclusive")
     start = time.perf_counter()
+    if not _alone["depth"]:
+        _alone["count"] += 1
+        _alone["waited"] += _waits["waited"] - waited  # a part of lock_seconds()'s
     _alone["depth"] += 1
     try:
         yield
@@ -239,6 +244,12 @@ def lock_seconds() -> tuple[float, float]:
     other notebooks' measurements (_pause): where a notebook's time went when `gpu-ml test` ran notebooks side by
     side on one GPU; (0, 0) otherwise."""
     return _waits["waited"], _waits["paused"]
+
+
+def measurements() -> tuple[int, float]:
+    """How many gpu_alone blocks (outermost) this process ran, and the seconds they waited for the shared-GPU lock:
+    while the other notebooks on the GPU came to a pause (none without `gpu-ml test` sharing a GPU)."""
+    return _alone["count"], _alone["waited"]
 
 
 def seconds_alone() -> float:

@@ -47,12 +47,13 @@ def _gpu_ml_reset(device=None, _reset=_torch.cuda.reset_peak_memory_stats):
         _gpu_ml_peak[0] = max(_gpu_ml_peak[0], _torch.cuda.max_memory_reserved(device))
     _reset(device)
 _torch.cuda.reset_peak_memory_stats = _torch.cuda.memory.reset_peak_memory_stats = _gpu_ml_reset"""
-# Run after a notebook's last cell, in its kernel, then removed: the most GPU memory PyTorch's allocator held, and
-# the seconds spent in gpu_ml.bench.gpu_alone blocks, waiting for the shared-GPU lock and paused by other notebooks.
+# Run after a notebook's last cell, in its kernel, then removed: the most GPU memory PyTorch's allocator held; the
+# seconds spent in gpu_ml.bench.gpu_alone blocks, waiting for the shared-GPU lock and paused by other notebooks; how
+# many gpu_alone blocks ran and how long they waited for the lock.
 _PEAK_CELL = """import sys as _sys
 _b = _sys.modules.get("gpu_ml.bench")
 print(max(_gpu_ml_peak[0], _torch.cuda.max_memory_reserved()) if _torch.cuda.is_initialized() else -1,
-      *((_b.seconds_alone(), *_b.lock_seconds()) if _b else (0.0, 0.0, 0.0)))"""
+      *((_b.seconds_alone(), *_b.lock_seconds(), *_b.measurements()) if _b else (0.0, 0.0, 0.0, 0, 0.0)))"""
 
 
 def execute(path: Path, *, timeout: int = 1800, kernel: str = "python3") -> None:
@@ -65,7 +66,8 @@ def execute(path: Path, *, timeout: int = 1800, kernel: str = "python3") -> None
     other notebooks shared the GPU (`gpu-ml test` with more workers than GPUs), whose CPU work can slow the
     host-bound timings even while a measurement has the GPU alone. Side by side, also `lock_wait_s` and
     `paused_s`: the seconds the notebook waited for the lock and was paused by the others' measurements
-    (gpu_ml.bench.lock_seconds)."""
+    (gpu_ml.bench.lock_seconds); `measurements` and `measurement_wait_s`: how many gpu_alone blocks it ran and the
+    part of `lock_wait_s` they waited (gpu_ml.bench.measurements)."""
     import importlib
     import threading
 
@@ -87,7 +89,7 @@ def execute(path: Path, *, timeout: int = 1800, kernel: str = "python3") -> None
         client = nbclient.NotebookClient(nb, km=km, timeout=timeout, kernel_name=kernel,
                                          resources={"metadata": {"path": str(path.parent)}})
         client.execute()  # raises CellExecutionError on the first failing cell; the file is left untouched
-    peak, alone, waited, paused = nb.cells.pop().outputs[0]["text"].split()
+    peak, alone, waited, paused, count, count_waited = nb.cells.pop().outputs[0]["text"].split()
     del nb.cells[0]
     for cell in nb.cells:  # counted from 1 again, as if the keeper had not run
         if cell.cell_type == "code" and cell.execution_count:
@@ -96,7 +98,8 @@ def execute(path: Path, *, timeout: int = 1800, kernel: str = "python3") -> None
         "peak_gpu_memory_gib": round(int(peak) / 2**30, 2) if int(peak) >= 0 else None,
         "gpu_alone_s": round(float(alone), 1), "side_by_side": SHARED_GPU_LOCK in os.environ}
     if nb.metadata["gpu_ml"]["side_by_side"]:
-        nb.metadata["gpu_ml"] |= {"lock_wait_s": round(float(waited), 1), "paused_s": round(float(paused), 1)}
+        nb.metadata["gpu_ml"] |= {"lock_wait_s": round(float(waited), 1), "paused_s": round(float(paused), 1),
+                                  "measurements": int(count), "measurement_wait_s": round(float(count_waited), 1)}
     nbformat.write(nb, path)
 
 

@@ -318,8 +318,9 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
             previous[item] = previous.get(item, {}) | {"seconds": round(seconds_taken, 1), "passed": ok}
             if save and ok and item.endswith(".ipynb"):  # gpu-ml execute wrote these into the notebook
                 meta = json.loads((root / item).read_text())["metadata"].get("gpu_ml", {})
-                previous[item] |= {key: meta.get(key) for key in ("peak_gpu_memory_gib", "gpu_alone_s",
-                                                                   "lock_wait_s", "paused_s") if key in meta}
+                previous[item] |= {key: meta.get(key) for key in ("peak_gpu_memory_gib", "gpu_alone_s", "lock_wait_s",
+                                                                   "paused_s", "measurements", "measurement_wait_s")
+                                   if key in meta}
             if (written := run_file(item)) is not None and written.exists():  # the test file's, from conftest.py
                 previous[item] |= json.loads(written.read_text())
             path.parent.mkdir(parents=True, exist_ok=True)

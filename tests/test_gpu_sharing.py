@@ -355,6 +355,9 @@ def test_a_notebook_kernel_is_paused_in_the_middle_of_a_cell(tmp_path, monkeypat
         assert run.returncode == 0, output[-3000:]
     stamps = json.loads((tmp_path / "a").read_text())
     asked, entered, left = json.loads((tmp_path / "b").read_text())
+    meta = {nb.stem: json.loads(nb.read_text())["metadata"]["gpu_ml"] for nb in (a, b)}
+    assert (meta["a"]["measurements"], meta["b"]["measurements"]) == (0, 1)
+    assert 0 <= meta["b"]["measurement_wait_s"] <= meta["b"]["lock_wait_s"] and meta["a"]["paused_s"] >= 0.5
     assert entered - asked < 1.0  # not when the long cell ended
     assert not [t for t in stamps if entered < t < left], "the long cell ran during the measurement"
     assert stamps[-1] > left  # and carried on after it
@@ -374,12 +377,19 @@ def test_a_kernel_claims_the_lock_so_that_the_processes_it_starts_neither_wait_n
 
 def test_lock_seconds_count_the_waits(lock_file, tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "_waits", {"waited": 0.0, "paused": 0.0})
+    monkeypatch.setattr(bench, "_alone", {"depth": 0, "seconds": 0.0, "count": 0, "waited": 0.0})
     child, _ = _holder("shared", 0.5, tmp_path)  # another notebook's cell: the measurement waits for it
     with bench.gpu_alone():
-        pass
+        with bench.gpu_alone():  # nested: counted once
+            pass
     child.communicate()
     waited, paused = bench.lock_seconds()
     assert 0.2 <= waited <= 5 and paused == 0
+    count, measurement_waited = bench.measurements()
+    assert count == 1 and 0.2 <= measurement_waited <= waited
+    with bench.gpu_alone():  # nothing to wait for now
+        pass
+    assert bench.measurements()[0] == 2
 
 
 def test_a_waiting_measurement_keeps_new_cells_from_starting(lock_file, tmp_path):

@@ -102,12 +102,13 @@ def test_main_runs_reports_and_records(tmp_path, monkeypatch, capsys):
     assert suite.main(["triton/a.ipynb"], root=tmp_path, runner=runner) == 0
     assert ran == [("triton/a.ipynb", None)]
     # with --save, gpu-ml execute wrote the notebook's peak GPU memory and time alone into it: the record keeps them
-    (tmp_path / "triton/a.ipynb").write_text(json.dumps({"metadata": {"gpu_ml": {"peak_gpu_memory_gib": 3.25,
-                                                                                "gpu_alone_s": 12.5}}}))
+    (tmp_path / "triton/a.ipynb").write_text(json.dumps({"metadata": {"gpu_ml": {
+        "peak_gpu_memory_gib": 3.25, "gpu_alone_s": 12.5, "measurements": 7, "measurement_wait_s": 0.5,
+        "versions": {}}}}))
     assert suite.main(["triton/a.ipynb"], save=True, root=tmp_path, runner=runner) == 0
     record = json.loads((tmp_path / "results" / "suite" / "cpu.json").read_text())
     assert record["items"]["triton/a.ipynb"] == {"seconds": 2.0, "passed": True, "peak_gpu_memory_gib": 3.25,
-                                                 "gpu_alone_s": 12.5}
+                                                 "gpu_alone_s": 12.5, "measurements": 7, "measurement_wait_s": 0.5}
     path = tmp_path / "results" / "suite" / "cpu.json"
     path.write_text(json.dumps(json.loads(path.read_text()) | {"note": "how the runs were made"}))  # by hand
     assert suite.main(["triton/a.ipynb"], root=tmp_path, runner=runner) == 0  # a run without --save keeps the peak

@@ -83,9 +83,11 @@ def execute(path: Path, *, timeout: int = 1800, kernel: str = "python3") -> None
     nb.cells.insert(0, nbformat.v4.new_code_cell(_PEAK_KEEPER))
     nb.cells.append(nbformat.v4.new_code_cell(_PEAK_CELL))
     # The kernel talks over Unix sockets in a folder of its own, not TCP ports: a free port picked by jupyter_client
-    # may be taken by another kernel before this one binds it ("Address already in use": gpu-ml test starts many)
+    # may be taken by another kernel before this one binds it ("Address already in use": gpu-ml test starts many).
+    # Windows has no ZeroMQ ipc transport: TCP there.
     with tempfile.TemporaryDirectory(prefix="gpu_ml_kernel_") as sockets:
-        km = KernelManager(kernel_name=kernel, transport="ipc", ip=os.path.join(sockets, "kernel"))
+        km = (KernelManager(kernel_name=kernel, transport="ipc", ip=os.path.join(sockets, "kernel"))
+              if os.name == "posix" else KernelManager(kernel_name=kernel))
         client = nbclient.NotebookClient(nb, km=km, timeout=timeout, kernel_name=kernel,
                                          resources={"metadata": {"path": str(path.parent)}})
         client.execute()  # raises CellExecutionError on the first failing cell; the file is left untouched

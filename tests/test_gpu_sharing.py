@@ -159,7 +159,7 @@ CHILD_PAUSED = """
 import importlib, json, sys
 bench = importlib.import_module("gpu_ml.bench")
 assert bench.claim_gpu_lock()
-bench.hold_gpu("shared")  # a test, which runs a program for 3 s (as compute-sanitizer runs one)
+bench.hold_gpu("shared")  # a test, which runs a program for 3 s (a CUDA program, say)
 program = ("import sys, time\\nopen(sys.argv[1], 'w').close()\\nend = time.time() + 3\\n"
            "while time.time() < end:\\n    print(time.time(), flush=True)\\n    time.sleep(0.001)")
 done = bench.run_child([sys.executable, "-c", program, sys.argv[1]], timeout=60, alone=False)
@@ -170,7 +170,7 @@ print(json.dumps([[float(t) for t in done.stdout.split()], *bench.lock_seconds()
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pausing needs /proc (Linux)")
 def test_a_measurement_pauses_the_programs_a_paused_process_runs(lock_file, tmp_path):
-    """run_child(alone=False): the program a test runs (compute-sanitizer's, say) is stopped with the test's process
+    """run_child(alone=False): the program a test runs (a CUDA program, say) is stopped with the test's process
     while a measurement elsewhere runs, and carries on afterwards."""
     ready = tmp_path / "ready"
     child = subprocess.Popen([sys.executable, "-c", CHILD_PAUSED, str(ready)], stdout=subprocess.PIPE, text=True)
@@ -192,7 +192,7 @@ def test_a_measurement_pauses_the_programs_a_paused_process_runs(lock_file, tmp_
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc (Linux)")
 def test_run_child_kills_the_whole_process_group_after_its_timeout(lock_file, tmp_path):
-    """A program that started one of its own (compute-sanitizer starts the sanitized one) is killed with it."""
+    """A program that started one of its own (as compute-sanitizer starts the sanitized one) is killed with it."""
     assert bench.claim_gpu_lock()
     bench.hold_gpu("shared")
     pid_file = tmp_path / "grandchild"

@@ -447,6 +447,7 @@ def test_a_test_file_given_the_lock_holds_it_and_writes_its_run_file(tmp_path):
     run = tmp_path / "run.json"
     env = dict(os.environ, **{suite.RUN_FILE: str(run), suite.TEST_HOLDS_LOCK: "1",
                               suite.SHARED_GPU_LOCK: str(tmp_path / "gpu.lock")})
+    env.pop("PYTEST_ADDOPTS", None)  # no xdist workers (CI's -n auto): the tests run where conftest.py claimed
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c",
                            str(ROOT / "pyproject.toml"), "-p", "conftest", str(tmp_path / "test_tiny.py")],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)

@@ -86,8 +86,8 @@ def execute(path: Path, *, timeout: int = 1800, kernel: str = "python3") -> None
     # may be taken by another kernel before this one binds it ("Address already in use": gpu-ml test starts many).
     # Windows has no ZeroMQ ipc transport: TCP there.
     with tempfile.TemporaryDirectory(prefix="gpu_ml_kernel_") as sockets:
-        km = (KernelManager(kernel_name=kernel, transport="ipc", ip=os.path.join(sockets, "kernel"))
-              if os.name == "posix" else KernelManager(kernel_name=kernel))
+        ipc = {"transport": "ipc", "ip": os.path.join(sockets, "kernel")} if os.name == "posix" else {}
+        km = KernelManager(kernel_name=kernel, **ipc)
         client = nbclient.NotebookClient(nb, km=km, timeout=timeout, kernel_name=kernel,
                                          resources={"metadata": {"path": str(path.parent)}})
         client.execute()  # raises CellExecutionError on the first failing cell; the file is left untouched

@@ -64,13 +64,17 @@ def lock_file(tmp_path, monkeypatch):
 def _holder(mode: str, seconds: float, tmp_path) -> tuple[subprocess.Popen, float]:
     """A child process that takes the lock in `mode` for `seconds`; returns once it holds it."""
     ready = tmp_path / f"ready-{mode}"
-    child = subprocess.Popen([sys.executable, "-c", HOLD, mode, str(ready), str(seconds)], stdout=subprocess.PIPE,
-                             text=True)
+    return _started(ready, HOLD, mode, str(ready), str(seconds)), time.time()
+
+
+def _started(ready, code: str, *args: str) -> subprocess.Popen:
+    """`python -c code *args`, once it has created the file `ready` (within 60 s, else the test fails)."""
+    child = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, text=True)
     deadline = time.time() + 60
     while not ready.exists():
-        assert child.poll() is None and time.time() < deadline, "the child never took the lock"
+        assert child.poll() is None and time.time() < deadline, f"the child never created {ready.name}"
         time.sleep(0.01)
-    return child, time.time()
+    return child
 
 
 def test_without_the_variable_nothing_is_locked(monkeypatch):
@@ -138,11 +142,7 @@ def test_a_measurement_pauses_the_cells_running_in_other_notebooks(lock_file, tm
     """A notebook that claimed the lock (as setup() does) lets go in the middle of its cell when a measurement
     elsewhere asks (PAUSE), waits without running until the measurement ends, and then carries on."""
     ready = tmp_path / "ready"
-    child = subprocess.Popen([sys.executable, "-c", PAUSED, str(ready)], stdout=subprocess.PIPE, text=True)
-    deadline = time.time() + 60
-    while not ready.exists():
-        assert child.poll() is None and time.time() < deadline, "the child never took the lock"
-        time.sleep(0.01)
+    child = _started(ready, PAUSED, str(ready))
     asked = time.time()
     with bench.gpu_alone():
         entered = time.time()
@@ -173,11 +173,7 @@ def test_a_measurement_pauses_the_programs_a_paused_process_runs(lock_file, tmp_
     """run_child(alone=False): the program a test runs (a CUDA program, say) is stopped with the test's process
     while a measurement elsewhere runs, and carries on afterwards."""
     ready = tmp_path / "ready"
-    child = subprocess.Popen([sys.executable, "-c", CHILD_PAUSED, str(ready)], stdout=subprocess.PIPE, text=True)
-    deadline = time.time() + 60
-    while not ready.exists():
-        assert child.poll() is None and time.time() < deadline, "the program never started"
-        time.sleep(0.01)
+    child = _started(ready, CHILD_PAUSED, str(ready))
     time.sleep(0.2)
     with bench.gpu_alone():
         entered = time.time()

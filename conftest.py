@@ -12,15 +12,20 @@ import sys
 import tempfile
 from pathlib import Path
 
+import nbval.kernel
 import pytest
 
 from gpu_ml import cuda
 from gpu_ml.bench import claim_gpu_lock, hold_gpu, lock_seconds, seconds_alone
+from gpu_ml.cli import kernel_manager
 from gpu_ml.env import has_gpu
 from gpu_ml.notebook import patch_interpreter
 from gpu_ml.suite import RUN_FILE, TEST_HOLDS_LOCK
 from tests.triton_specializations import TARGETS
 
+# nbval's kernels talk over Unix sockets, as gpu-ml execute's do: TCP ports picked for kernels started at once
+# (xdist, gpu-ml test) can collide
+nbval.kernel.KernelManager = kernel_manager
 HAS_GPU = has_gpu()
 if not HAS_GPU:
     # The notebook kernels inherit this, so kernels defined before setup() still interpret.

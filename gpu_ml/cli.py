@@ -56,6 +56,24 @@ print(max(_gpu_ml_peak[0], _torch.cuda.max_memory_reserved()) if _torch.cuda.is_
       *((_b.seconds_alone(), *_b.lock_seconds(), *_b.measurements()) if _b else (0.0, 0.0, 0.0, 0, 0.0)))"""
 
 
+def kernel_manager(**kwargs):
+    """A jupyter_client KernelManager (made with `kwargs`) whose kernel talks over Unix sockets in a folder of its
+    own, removed with the manager, not over TCP ports: a free port that jupyter_client picks may be taken by another
+    kernel before this one binds it ("Address already in use" when gpu-ml test or pytest-xdist start several at
+    once). Windows has no ZeroMQ ipc transport: TCP there. conftest.py gives nbval's kernels the same."""
+    import shutil
+    import weakref
+
+    from jupyter_client.manager import KernelManager
+
+    if os.name != "posix" or "transport" in kwargs:
+        return KernelManager(**kwargs)
+    sockets = tempfile.mkdtemp(prefix="gpu_ml_kernel_")
+    km = KernelManager(transport="ipc", ip=os.path.join(sockets, "kernel"), **kwargs)
+    weakref.finalize(km, shutil.rmtree, sockets, True)
+    return km
+
+
 def execute(path: Path, *, timeout: int = 1800, kernel: str = "python3") -> None:
     """Execute the notebook at `path` in its own folder and save it with outputs and provenance.
 
@@ -77,20 +95,12 @@ def execute(path: Path, *, timeout: int = 1800, kernel: str = "python3") -> None
     # provenance() needs torch: imported here while the kernel runs, not before it starts (seconds per notebook)
     threading.Thread(target=importlib.import_module, args=("torch",), daemon=True).start()
 
-    from jupyter_client.manager import KernelManager
-
     nb = nbformat.read(path, as_version=4)
     nb.cells.insert(0, nbformat.v4.new_code_cell(_PEAK_KEEPER))
     nb.cells.append(nbformat.v4.new_code_cell(_PEAK_CELL))
-    # The kernel talks over Unix sockets in a folder of its own, not TCP ports: a free port picked by jupyter_client
-    # may be taken by another kernel before this one binds it ("Address already in use": gpu-ml test starts many).
-    # Windows has no ZeroMQ ipc transport: TCP there.
-    with tempfile.TemporaryDirectory(prefix="gpu_ml_kernel_") as sockets:
-        ipc = {"transport": "ipc", "ip": os.path.join(sockets, "kernel")} if os.name == "posix" else {}
-        km = KernelManager(kernel_name=kernel, **ipc)
-        client = nbclient.NotebookClient(nb, km=km, timeout=timeout, kernel_name=kernel,
-                                         resources={"metadata": {"path": str(path.parent)}})
-        client.execute()  # raises CellExecutionError on the first failing cell; the file is left untouched
+    client = nbclient.NotebookClient(nb, km=kernel_manager(kernel_name=kernel), timeout=timeout, kernel_name=kernel,
+                                     resources={"metadata": {"path": str(path.parent)}})
+    client.execute()  # raises CellExecutionError on the first failing cell; the file is left untouched
     peak, alone, waited, paused, count, count_waited = nb.cells.pop().outputs[0]["text"].split()
     del nb.cells[0]
     for cell in nb.cells:  # counted from 1 again, as if the keeper had not run

@@ -89,6 +89,23 @@ def test_execute_talks_to_its_kernel_over_unix_sockets(tmp_path):
     assert nbformat.read(nb, as_version=4).cells[0].outputs[0]["text"] == "ipc\n"
 
 
+def test_nbval_kernels_talk_over_unix_sockets_too(tmp_path):
+    """conftest.py gives nbval (`uv run pytest`, gpu-ml test without --save) the same kernels as `execute`."""
+    nb = _notebook(tmp_path / "ipc.ipynb", ("from ipykernel.connect import get_connection_info\n"
+                                            "assert get_connection_info(unpack=True)['transport'] == 'ipc'", []))
+    proc = _pytest(nb)
+    assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout
+
+
+def test_kernel_manager_removes_its_socket_folder(tmp_path):
+    km = cli.kernel_manager(kernel_name="python3")
+    folder = Path(km.ip).parent
+    assert km.transport == "ipc" and folder.is_dir() and folder.name.startswith("gpu_ml_kernel_")
+    del km
+    assert not folder.exists()
+    assert cli.kernel_manager(transport="tcp").transport == "tcp"  # asked for: left as asked
+
+
 def test_execute_records_the_time_the_notebook_had_the_gpu_alone(tmp_path):
     """Nested blocks count once; what lies outside them, not at all."""
     cell = ("import time\nfrom gpu_ml.bench import gpu_alone\nwith gpu_alone():\n    with gpu_alone():\n"

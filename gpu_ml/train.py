@@ -135,17 +135,19 @@ def train(name: str, make: Callable[[], tuple[object, Step, object]], split: Spl
     losses = torch.zeros(epochs * steps, device=split.x_train.device)
     accuracy, epoch_ms, lrs = [], [], []
     k = 0
-    for epoch in tqdm(range(epochs), desc=name, leave=True):
-        if lr_at is not None and any(g["lr"] != lr_at(epoch) for g in optimizer.param_groups):
-            for group in optimizer.param_groups:
-                group["lr"] = lr_at(epoch)
-            if use_graph:
-                run.reset()  # the graph holds the old learning rate: the next step captures a new one
-        lrs.append(optimizer.param_groups[0]["lr"])
-        perm = torch.randperm(n_train, device=split.x_train.device, generator=gen)
-        torch.index_select(split.x_train, 0, perm, out=xs)
-        torch.index_select(split.y_train, 0, perm, out=ys)
-        with gpu_alone():  # no other notebook's cell on this GPU while the epoch is timed (gpu-ml test)
+    # no other notebook's cell on this GPU while the epochs are timed (gpu-ml test): one hand-over of a shared GPU
+    # for the whole training, not one per epoch
+    with gpu_alone():
+        for epoch in tqdm(range(epochs), desc=name, leave=True):
+            if lr_at is not None and any(g["lr"] != lr_at(epoch) for g in optimizer.param_groups):
+                for group in optimizer.param_groups:
+                    group["lr"] = lr_at(epoch)
+                if use_graph:
+                    run.reset()  # the graph holds the old learning rate: the next step captures a new one
+            lrs.append(optimizer.param_groups[0]["lr"])
+            perm = torch.randperm(n_train, device=split.x_train.device, generator=gen)
+            torch.index_select(split.x_train, 0, perm, out=xs)
+            torch.index_select(split.y_train, 0, perm, out=ys)
             if gpu:
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
@@ -156,7 +158,7 @@ def train(name: str, make: Callable[[], tuple[object, Step, object]], split: Spl
             if gpu:
                 torch.cuda.synchronize()
             epoch_ms.append((time.perf_counter() - t0) * 1e3)
-        accuracy.append(evaluate(model, split)[0])
+            accuracy.append(evaluate(model, split)[0])
     peak_mb = (torch.cuda.max_memory_allocated() - start_mem) / 2**20 if gpu else float("nan")
     return dict(model=model, losses=losses.cpu(), accuracy=accuracy, lrs=lrs, epoch_ms=epoch_ms, peak_mb=peak_mb)
 
@@ -180,22 +182,22 @@ def interleaved(makes: dict[str, Callable[[], tuple[object, Step, object]]], spl
         built[name] = make()[1]
 
     def epoch(step: Step) -> float:
-        with gpu_alone():
-            if gpu:
-                torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for i in range(steps):
-                step(split.x_train[i * batch:(i + 1) * batch], split.y_train[i * batch:(i + 1) * batch])
-            if gpu:
-                torch.cuda.synchronize()
-            return (time.perf_counter() - t0) * 1e3
+        if gpu:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for i in range(steps):
+            step(split.x_train[i * batch:(i + 1) * batch], split.y_train[i * batch:(i + 1) * batch])
+        if gpu:
+            torch.cuda.synchronize()
+        return (time.perf_counter() - t0) * 1e3
 
     for step in built.values():
         epoch(step)
     times: dict[str, list[float]] = {name: [] for name in built}
-    for r in range(rounds):
-        for name in list(built) if r % 2 == 0 else list(built)[::-1]:
-            times[name].append(epoch(built[name]))
+    with gpu_alone():  # the timed rounds, in one hand-over of a GPU that gpu-ml test shares
+        for r in range(rounds):
+            for name in list(built) if r % 2 == 0 else list(built)[::-1]:
+                times[name].append(epoch(built[name]))
     return times
 
 

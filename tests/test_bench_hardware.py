@@ -7,6 +7,7 @@ import torch
 from gpu_ml import bench, bench_pair, gbps, geomean, sweep, tflops
 from gpu_ml import hardware as hw
 
+BENCH = sys.modules["gpu_ml.bench"]  # the module: `gpu_ml.bench` is also the name of the function
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
@@ -23,14 +24,42 @@ def test_units():
                 rate(1e9, ms)
 
 
+def _depth() -> int:
+    return BENCH._alone["depth"]
+
+
 def test_bench_pair_alternates_and_takes_medians(monkeypatch):
     calls, clock = [], iter([5.0, 1.0, 7.0, 2.0, 6.0, 9.0])  # baseline, ours, baseline, ours, ...
-    fake = lambda fn, cudagraph: calls.append((fn(), cudagraph)) or next(clock)  # noqa: E731
-    monkeypatch.setattr(sys.modules["gpu_ml.bench"], "bench", fake)
-    assert bench_pair(lambda: "base", lambda: "ours") == (6.0, 2.0)
-    assert calls == [("base", True), ("ours", True)] * 3
+    fake = lambda fn, cudagraph: calls.append((fn(), cudagraph, _depth())) or next(clock)  # noqa: E731
+    monkeypatch.setattr(BENCH, "bench", fake)
+    first = []
+    count = BENCH.measurements()[0]
+    assert bench_pair(lambda: first.append(_depth()) or "base", lambda: "ours") == (6.0, 2.0)
+    # each called once before, beside other notebooks; then every round with the GPU alone, in one block
+    assert first[0] == 0 and calls == [("base", True, 1), ("ours", True, 1)] * 3
+    assert BENCH.measurements()[0] == count + 1
     with pytest.raises(ValueError, match="rounds"):
         bench_pair(lambda: None, lambda: None, rounds=0)
+
+
+def test_sweep_calls_each_fn_first_then_times_all_in_one_gpu_alone_block(monkeypatch, capsys):
+    monkeypatch.setattr(BENCH, "has_gpu", lambda: True)
+    timed = []
+    monkeypatch.setattr(BENCH, "bench", lambda fn, cudagraph: timed.append((fn(), _depth())) or 2.0)
+    first = []
+
+    def provider(name):
+        def make(n):
+            return lambda: first.append((name, n, _depth())) or (name, n)
+
+        return make
+
+    count = BENCH.measurements()[0]
+    out = sweep([1, 2], {"a": provider("a"), "b": provider("b")}, lambda n, ms: n / ms, baseline="a", unit="x")
+    assert out == {"a": [0.5, 1.0], "b": [0.5, 1.0]} and "b / a: 1.000x" in capsys.readouterr().out
+    assert first[:4] == [("a", 1, 0), ("b", 1, 0), ("a", 2, 0), ("b", 2, 0)]  # before the GPU is taken
+    assert timed == [(("a", 1), 1), (("b", 1), 1), (("a", 2), 1), (("b", 2), 1)]
+    assert BENCH.measurements()[0] == count + 1
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CPU behaviour")

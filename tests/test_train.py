@@ -1,5 +1,7 @@
 """`gpu_ml.train`, the MNIST harness both MNIST notebooks share, on a tiny synthetic dataset."""
 
+import sys
+
 import matplotlib
 import pytest
 import torch
@@ -9,6 +11,7 @@ from gpu_ml import train
 from gpu_ml.data import DIGITS, Dataset
 
 matplotlib.use("Agg")
+gpu_bench = sys.modules["gpu_ml.bench"]  # the module: `gpu_ml.bench` is also the name of the function
 
 
 def _dataset(name="MNIST", n=256, labels_max=9):
@@ -85,18 +88,34 @@ def test_interleaved_alternates_the_order_after_a_warm_up():
             model, step, opt = _make()
 
             def logged(xb, yb):
-                calls.append(name)
+                calls.append((name, gpu_bench._alone["depth"]))
                 return step(xb, yb)
 
             return model, logged, opt
 
         return build
 
+    count = gpu_bench.measurements()[0]
     times = train.interleaved({"A": make("A"), "B": make("B")}, split, batch=128, rounds=3)
     assert {name: len(t) for name, t in times.items()} == {"A": 3, "B": 3}
     assert all(t > 0 for ms in times.values() for t in ms)
     epochs = [calls[i] for i in range(0, len(calls), 2)]  # 2 steps per epoch
-    assert epochs == ["A", "B", "A", "B", "B", "A", "A", "B"]  # warm-up A B, then A B, B A, A B
+    # warm-up A B beside other notebooks, then A B, B A, A B with the GPU alone, in one gpu_alone block
+    assert epochs == [("A", 0), ("B", 0)] + [(name, 1) for name in "ABBAAB"]
+    assert gpu_bench.measurements()[0] == count + 1
+
+
+def test_train_times_all_its_epochs_in_one_gpu_alone_block():
+    split = train.prepare(_dataset(), n_train=256, n_test=64, device="cpu")
+    depths = []
+
+    def make():
+        model, step, opt = _make()
+        return model, lambda xb, yb: depths.append(gpu_bench._alone["depth"]) or step(xb, yb), opt
+
+    count = gpu_bench.measurements()[0]
+    train.train("x", make, split, epochs=3, batch=64)
+    assert depths == [1] * 12 and gpu_bench.measurements()[0] == count + 1
 
 
 def test_loss_fell_fails_when_it_did_not():

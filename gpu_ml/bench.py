@@ -49,6 +49,11 @@ def claim_gpu_lock() -> bool:
     return bool(_lock["path"])
 
 
+def sharing_gpu() -> bool:
+    """Whether this process shares its GPU with other notebooks (`gpu-ml test`: claim_gpu_lock kept a lock file)."""
+    return bool(_lock["path"])
+
+
 def _process_id(pid: int) -> str:
     """"pid-start": the pid and, on Linux, when the process started (so that a pid reused by another process after
     a notebook died is not taken for it); "pid-" elsewhere."""
@@ -113,7 +118,7 @@ def run_child(command: Sequence[str], *, timeout: float, alone: bool) -> subproc
     process (gpu_alone); otherwise beside the others, in a process group of its own that _pause stops (SIGSTOP) and
     resumes with this process (a test's program, which times nothing). A program that SIGCONT could upset (a wait
     that fails with EINTR, signal(7)) runs alone."""
-    if alone or not _lock["path"]:
+    if alone or not sharing_gpu():
         with gpu_alone() if alone else contextlib.nullcontext():
             return subprocess.run(list(command), capture_output=True, text=True, timeout=timeout)
     with subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import stat
 import subprocess
+import sys
 
 import pytest
 
@@ -205,6 +206,21 @@ def test_counters_not_permitted_is_its_own_error(monkeypatch, returncode):
     _fake_ncu(monkeypatch, "", returncode, stderr=NOT_PERMITTED_OUTPUT)  # found on stderr as well
     with pytest.raises(profile.CountersNotPermitted):
         profile.ncu("pass")
+
+
+@pytest.mark.parametrize("sharing", [False, True])
+def test_ncu_holds_the_gpu_alone_and_beside_other_notebooks_runs_the_code_once_before(monkeypatch, sharing):
+    depth = lambda: sys.modules["gpu_ml.bench"]._alone["depth"]  # noqa: E731  (the module, not gpu_ml.bench())
+    calls = []
+    _fake_ncu(monkeypatch, NCU_OUTPUT, 0)
+    ncu_run = profile.subprocess.run
+    monkeypatch.setattr(profile.subprocess, "run", lambda command, **kw: calls.append(("ncu", depth()))
+                        or ncu_run(command, **kw))
+    monkeypatch.setattr(profile, "run_child", lambda command, timeout, alone: calls.append((command, alone, depth())))
+    monkeypatch.setattr(profile, "sharing_gpu", lambda: sharing)
+    assert profile.ncu("print(1)")
+    first = [([sys.executable, "-c", "print(1)"], False, 0)]  # beside the others, paused with this notebook
+    assert calls == (first if sharing else []) + [("ncu", 1)]
 
 
 def test_other_ncu_failures_stay_plain_runtime_errors(monkeypatch):

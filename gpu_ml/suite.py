@@ -81,11 +81,14 @@ def command(item: str, save: bool) -> list[str]:
 
 
 def run_item(item: str, gpu: int | None, save: bool, timeout: float, root: Path, *, lock: bool | None = None,
-             run_file: Path | None = None) -> Outcome:
+             run_file: Path | None = None, threads: int | None = None) -> Outcome:
     """Run one item in a child process, on GPU `gpu` if given; a time-out counts as a failure. The shared-GPU lock
     (when notebooks share a GPU) is handed to it if `lock` (default: to a notebook, not to a test file); a test file
-    writes its peak of GPU memory and lock seconds to `run_file` if given."""
+    writes its peak of GPU memory and lock seconds to `run_file` if given. `threads` sets OMP_NUM_THREADS (PyTorch's
+    CPU threads) unless it is set already: items run side by side share the cores, as torchrun's ranks do."""
     env = dict(os.environ)
+    if threads is not None:
+        env.setdefault("OMP_NUM_THREADS", str(threads))
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
         if SHARED_GPU_LOCK in env:  # one lock per GPU
@@ -306,8 +309,12 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
     def run_file(item: str) -> Path | None:
         return Path(run_dir.name) / slug(item) if run_dir is not None and item in tests else None
 
+    def threads(item: str) -> int:  # each item's share of the cores (PyTorch's threads would each take them all)
+        return max(1, cores // (workers if item.endswith(".ipynb") else test_workers))
+
     runner = runner or (lambda item, gpu: run_item(item, gpu, save, timeout, root, run_file=run_file(item),
-                                                   lock=item.endswith(".ipynb") or together and item in tests))
+                                                   lock=item.endswith(".ipynb") or together and item in tests,
+                                                   threads=threads(item)))
     start = time.perf_counter()
 
     record_lock = threading.Lock()  # the CPU-only tests and the notebooks end items at the same time

@@ -288,6 +288,24 @@ def test_test_files_beside_sharing_notebooks_get_the_lock_and_record_their_peak(
     assert "peak_gpu_memory_gib" not in items["tests/test_d.py"]  # CPU-only: no run file
 
 
+def test_items_side_by_side_share_the_cores_through_omp_num_threads(tmp_path, monkeypatch):
+    _one_h200_project(tmp_path, monkeypatch, "triton/a.ipynb", "triton/b.ipynb")
+    monkeypatch.setattr(suite, "build_cuda_cells", lambda notebooks, root, processes, done: "built")
+    monkeypatch.setattr(suite.os, "cpu_count", lambda: 16)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    child = "import os, sys; print(sys.argv[1], os.environ.get('OMP_NUM_THREADS'))"
+    monkeypatch.setattr(suite, "command", lambda item, save: [sys.executable, "-c", child, item])
+    seen, real = [], suite.run_item
+    monkeypatch.setattr(suite, "run_item", lambda *a, **k: seen.append(real(*a, **k)[2].split()) or (1.0, True, ""))
+    assert suite.main(workers=4, test_workers=8, root=tmp_path) == 0
+    assert sorted(seen) == [["tests/test_c.py", "2"], ["tests/test_d.py", "2"], ["triton/a.ipynb", "4"],
+                            ["triton/b.ipynb", "4"]]
+    seen.clear()
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the user's choice stands
+    assert suite.main(workers=4, root=tmp_path) == 0
+    assert {threads for _, threads in seen} == {"3"}
+
+
 def test_runs_side_by_side_share_the_gpus_memory():
     """Two runs with one GpuMemory (the test files and the notebooks): their items never ask for more together than
     it holds, and while one run's next item waits for memory the other starts nothing on that GPU."""

@@ -13,10 +13,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TypeVar
 
 from gpu_ml.env import has_gpu
 
+K = TypeVar("K")
 SHARED_GPU_LOCK = "GPU_ML_GPU_LOCK"  # a lock file, set by `gpu-ml test` when notebooks share one GPU
 PAUSE = signal.SIGUSR2  # what a measurement sends the other notebooks on its GPU: let go of it for a while (_pause)
 _lock = {"path": None, "fd": None, "turn": None, "held": None, "busy": False}  # this process's lock file (see
@@ -291,6 +293,17 @@ def bench(fn: Callable[[], object], *, cudagraph: bool = False, warmup: int = 25
         if cudagraph:
             return float(do_bench_cudagraph(fn, rep=rep or 10, return_mode="median"))
         return float(do_bench(fn, warmup=warmup, rep=rep or 50, return_mode="median"))
+
+
+def bench_each(fns: Mapping[K, Callable[[], object]], **options: object) -> dict[K, float]:
+    """`bench` of every function of `fns` with the same `options` (cudagraph, warmup, rep): {key: ms}, in the
+    order given. Each is called once first (compilation), then all are timed in one `gpu_alone` block: one hand-over
+    of a GPU that `gpu-ml test` shares, not one per function."""
+    require_gpu("bench_each()")
+    for fn in fns.values():
+        fn()
+    with gpu_alone():
+        return {key: bench(fn, **options) for key, fn in fns.items()}
 
 
 def bench_pair(baseline: Callable[[], object], ours: Callable[[], object], *, rounds: int = 3,

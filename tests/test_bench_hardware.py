@@ -4,7 +4,7 @@ import sys
 import pytest
 import torch
 
-from gpu_ml import bench, bench_pair, gbps, geomean, sweep, tflops
+from gpu_ml import bench, bench_each, bench_pair, gbps, geomean, sweep, tflops
 from gpu_ml import hardware as hw
 
 BENCH = sys.modules["gpu_ml.bench"]  # the module: `gpu_ml.bench` is also the name of the function
@@ -42,6 +42,18 @@ def test_bench_pair_alternates_and_takes_medians(monkeypatch):
         bench_pair(lambda: None, lambda: None, rounds=0)
 
 
+def test_bench_each_calls_each_fn_first_then_times_all_in_one_gpu_alone_block(monkeypatch):
+    monkeypatch.setattr(BENCH, "has_gpu", lambda: True)
+    timed, first = [], []
+    monkeypatch.setattr(BENCH, "bench", lambda fn, **options: timed.append((fn(), options, _depth())) or len(timed))
+    count = BENCH.measurements()[0]
+    fns = {key: (lambda key=key: first.append((key, _depth())) or key) for key in ("b", "a")}
+    assert bench_each(fns, cudagraph=True, rep=7) == {"b": 1, "a": 2}  # in the order given
+    assert first[:2] == [("b", 0), ("a", 0)]  # before the GPU is taken
+    assert timed == [("b", {"cudagraph": True, "rep": 7}, 1), ("a", {"cudagraph": True, "rep": 7}, 1)]
+    assert BENCH.measurements()[0] == count + 1
+
+
 def test_sweep_calls_each_fn_first_then_times_all_in_one_gpu_alone_block(monkeypatch, capsys):
     monkeypatch.setattr(BENCH, "has_gpu", lambda: True)
     timed = []
@@ -66,6 +78,8 @@ def test_sweep_calls_each_fn_first_then_times_all_in_one_gpu_alone_block(monkeyp
 def test_bench_refuses_without_gpu():
     with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
         bench(lambda: None)
+    with pytest.raises(RuntimeError, match="bench_each"):
+        bench_each({"a": lambda: None})
     with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
         sweep([1], {"a": lambda n: lambda: None}, lambda n, ms: ms, baseline="a", unit="ms")
 
@@ -75,6 +89,8 @@ def test_bench_and_sweep_on_gpu(capsys):
     x = torch.randn(1 << 20, device="cuda")
     ms = bench(lambda: x * 2)
     assert 0 < ms < 100
+    each = bench_each({"mul": lambda: x * 2, "add": lambda: x + x}, cudagraph=True)
+    assert list(each) == ["mul", "add"] and all(0 < t < 100 for t in each.values())
     assert 0 < bench(lambda: x * 2, cudagraph=True) < 100
     providers = {"mul": lambda n: lambda: x[:n] * 2, "add": lambda n: lambda: x[:n] + x[:n]}
     out = sweep([1 << 16, 1 << 20], providers, lambda n, ms: gbps(8 * n, ms), baseline="mul", unit="GB/s")

@@ -10,7 +10,7 @@ import triton.language as tl
 from triton.runtime.errors import OutOfResources
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from gpu_ml.bench import bench
+from gpu_ml.bench import bench_each
 from gpu_ml.env import capability
 from gpu_ml.validate import INT32_MAX, interpreting, require, require_tiles
 
@@ -251,7 +251,7 @@ def matmul(a, b):
         return matmul_grouped(a, b, BM=32, BN=32, BK=32)
     key = (M, K, N, a.dtype, tma_ok(a, b))
     if key not in _best:
-        times = {}
+        runnable = {}
         for name, f in CANDIDATES:
             if name.startswith(("TMA", "persistent", "stream-K")) and not tma_ok(a, b):
                 continue
@@ -259,6 +259,7 @@ def matmul(a, b):
                 f(a, b)  # compiles: a tile that needs more shared memory than this GPU has fails here
             except OutOfResources:
                 continue
-            times[name] = bench(lambda f=f: f(a, b), cudagraph=True)
+            runnable[name] = lambda f=f: f(a, b)
+        times = bench_each(runnable, cudagraph=True)  # one hand-over of a GPU that gpu-ml test shares
         _best[key] = min(times, key=times.get)
     return dict(CANDIDATES)[_best[key]](a, b)

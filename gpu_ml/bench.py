@@ -314,6 +314,7 @@ def bench_pair(baseline: Callable[[], object], ours: Callable[[], object], *, ro
     the median of the rounds keeps one noisy measurement from deciding a ratio near 1. Both are called once first;
     then all rounds run in one `gpu_alone` block (one hand-over of a shared GPU, not one per `bench` call).
     """
+    require_gpu("bench_pair()")
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
     baseline()

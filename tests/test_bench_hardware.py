@@ -29,6 +29,7 @@ def _depth() -> int:
 
 
 def test_bench_pair_alternates_and_takes_medians(monkeypatch):
+    monkeypatch.setattr(BENCH, "has_gpu", lambda: True)
     calls, clock = [], iter([5.0, 1.0, 7.0, 2.0, 6.0, 9.0])  # baseline, ours, baseline, ours, ...
     fake = lambda fn, cudagraph: calls.append((fn(), cudagraph, _depth())) or next(clock)  # noqa: E731
     monkeypatch.setattr(BENCH, "bench", fake)
@@ -78,8 +79,12 @@ def test_sweep_calls_each_fn_first_then_times_all_in_one_gpu_alone_block(monkeyp
 def test_bench_refuses_without_gpu():
     with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
         bench(lambda: None)
-    with pytest.raises(RuntimeError, match="bench_each"):
-        bench_each({"a": lambda: None})
+    called = []
+    for refused, name in ((lambda: bench_each({"a": lambda: called.append(1)}), "bench_each"),
+                          (lambda: bench_pair(lambda: called.append(1), lambda: called.append(2)), "bench_pair")):
+        with pytest.raises(RuntimeError, match=f"{name}.. needs a CUDA GPU"):
+            refused()
+    assert not called  # refused before any function runs
     with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
         sweep([1], {"a": lambda n: lambda: None}, lambda n, ms: ms, baseline="a", unit="ms")
 

@@ -300,6 +300,8 @@ def bench_each(fns: Mapping[K, Callable[[], object]], **options: object) -> dict
     order given. Each is called once first (compilation), then all are timed in one `gpu_alone` block: one hand-over
     of a GPU that `gpu-ml test` shares, not one per function."""
     require_gpu("bench_each()")
+    if not fns:
+        return {}  # nothing to time: no hand-over of the GPU
     for fn in fns.values():
         fn()
     with gpu_alone():

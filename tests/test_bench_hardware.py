@@ -53,6 +53,7 @@ def test_bench_each_calls_each_fn_first_then_times_all_in_one_gpu_alone_block(mo
     assert first[:2] == [("b", 0), ("a", 0)]  # before the GPU is taken
     assert timed == [("b", {"cudagraph": True, "rep": 7}, 1), ("a", {"cudagraph": True, "rep": 7}, 1)]
     assert BENCH.measurements()[0] == count + 1
+    assert bench_each({}) == {} and BENCH.measurements()[0] == count + 1  # nothing timed, the GPU not taken
 
 
 def test_sweep_calls_each_fn_first_then_times_all_in_one_gpu_alone_block(monkeypatch, capsys):

@@ -88,7 +88,9 @@ def _to_cpu(value: Any) -> Any:
 
 def _worker(fn: Callable, rank: int, p: int, backend: str, port: int, args: tuple, timeout: float,
             threads: int | None, results: Any, stacks: str) -> None:
-    """One rank: join the process group, run fn(*args), put (rank, ok, pickled result or traceback) on `results`."""
+    """One rank: join the process group, run fn(*args), put (rank, ok, pickled result or traceback, when) on
+    `results`, `when` being time.monotonic() as the result was made or the exception caught (one clock for all the
+    ranks of a machine)."""
     os.environ.update(NO_MULTICAST, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(p), LOCAL_RANK=str(rank))
     if hasattr(signal, "SIGUSR1"):  # on a timeout the parent asks each rank for its stack (faulthandler)
@@ -108,9 +110,10 @@ def _worker(fn: Callable, rank: int, p: int, backend: str, port: int, args: tupl
                                 device_id=device_id)
         dist.barrier()  # every rank is in; NCCL's communicator is up before any point-to-point call
         payload = pickle.dumps(_to_cpu(fn(*args)))
-        results.put((rank, True, payload))
+        results.put((rank, True, payload, time.monotonic()))
     except BaseException:  # noqa: BLE001 - whatever it was, the parent gets it with the rank's traceback
-        results.put((rank, False, traceback.format_exc()))
+        when = time.monotonic()  # before this rank leaves the group, which makes its peers fail after it
+        results.put((rank, False, traceback.format_exc(), when))
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
@@ -205,7 +208,7 @@ def _collect(procs: list, results: Any, p: int, timeout: float, stacks: Path) ->
     deadline = time.monotonic() + timeout
     while len(done) < p:
         try:
-            rank, ok, payload = results.get(timeout=0.05)
+            rank, ok, payload, when = results.get(timeout=0.05)
         except queue.Empty:
             if any(proc.exitcode is not None for r, proc in enumerate(procs) if r not in done):
                 _failed(procs, results, p, done, {})  # a rank died without reporting (after a last look)
@@ -216,19 +219,20 @@ def _collect(procs: list, results: Any, p: int, timeout: float, stacks: Path) ->
                                    f"comes?); all ranks stopped.\n{_stacks(procs, late, stacks)}") from None
             continue
         if not ok:
-            _failed(procs, results, p, done, {rank: payload})
+            _failed(procs, results, p, done, {rank: (when, payload)})
         done[rank] = pickle.loads(payload)
     return [done[r] for r in range(p)]
 
 
-def _failed(procs: list, results: Any, p: int, done: dict, errors: dict[int, str]) -> None:
-    """Raise RuntimeError for the first failure: a rank that died without reporting, or else the first traceback.
-    Reports that come within half a second are read too: a rank's failure usually makes its peers fail after it
-    (a connection closed), and those are listed, not mistaken for the cause."""
+def _failed(procs: list, results: Any, p: int, done: dict, errors: dict[int, tuple[float, str]]) -> None:
+    """Raise RuntimeError for the first failure: a rank that died without reporting, or else the traceback caught
+    first (`errors`: rank -> (when, traceback)). Reports that come within half a second are read too: a rank's
+    failure usually makes its peers fail after it (a connection closed), and their reports may arrive first; they
+    are listed, not mistaken for the cause."""
     end = time.monotonic() + (0.5 if errors else 1.0)
     while True:  # the last look comes after `end`, however long this process was stopped before it (a pause)
         try:
-            rank, ok, payload = results.get(timeout=0.05)
+            rank, ok, payload, when = results.get(timeout=0.05)
         except queue.Empty:
             if time.monotonic() >= end:
                 break
@@ -236,17 +240,19 @@ def _failed(procs: list, results: Any, p: int, done: dict, errors: dict[int, str
         if ok:
             done[rank] = pickle.loads(payload)
         else:
-            errors.setdefault(rank, payload)
+            errors.setdefault(rank, (when, payload))
     dead = [r for r, proc in enumerate(procs) if r not in done and r not in errors and proc.exitcode is not None]
     if not dead and not errors:
         return  # it had reported after all
-    echoes = [f"rank {r} failed too: {tb.strip().splitlines()[-1] if tb.strip() else ''}" for r, tb in errors.items()]
+    errors = dict(sorted(errors.items(), key=lambda item: item[1][0]))  # the first caught first
+    echoes = [f"rank {r} failed too: {tb.strip().splitlines()[-1] if tb.strip() else ''}"
+              for r, (_, tb) in errors.items()]
     if dead:
         r = dead[0]
         head = (f"rank {r} of {p} exited with code {procs[r].exitcode} without returning (killed, out of memory, "
                 "os._exit?); all ranks stopped.")
     else:
-        r, tb = next(iter(errors.items()))
+        r, (_, tb) = next(iter(errors.items()))
         head, echoes = f"rank {r} of {p} failed; all ranks stopped. Its traceback:\n{tb}", echoes[1:]
         if _AUTOGRAD_FORK in tb:
             echoes.append(_AUTOGRAD_FORK_HINT)

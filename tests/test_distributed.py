@@ -86,12 +86,31 @@ def test_a_rank_that_reported_just_before_it_ended_is_not_taken_for_dead(monkeyp
     import types
 
     results = queue.Queue()
-    results.put((0, True, pickle.dumps("done")))
+    results.put((0, True, pickle.dumps("done"), 0.0))
     clock = iter([0.0])
     monkeypatch.setattr(distributed.time, "monotonic", lambda: next(clock, 100.0))  # stopped past the grace period
     done = {}
     distributed._failed([types.SimpleNamespace(exitcode=0)], results, 1, done, {})
     assert done == {0: "done"}
+
+
+def test_the_failure_caught_first_is_the_cause_whatever_order_the_reports_come_in():
+    """Rank 2 raised first; its peers failed after it, when it left the group (a connection closed), and one of
+    their reports came first."""
+    import queue
+    import types
+
+    results = queue.Queue()
+    results.put((2, False, "Traceback (most recent call last):\nValueError: rank 2 gives up\n", 10.0))
+    results.put((0, False, "Traceback (most recent call last):\nRuntimeError: Connection closed by peer\n", 10.3))
+    procs = [types.SimpleNamespace(exitcode=None) for _ in range(3)]
+    first = {1: (10.2, "Traceback (most recent call last):\nRuntimeError: Connection closed by peer\n")}
+    with pytest.raises(RuntimeError) as error:
+        distributed._failed(procs, results, 3, {}, first)
+    lines = [line for line in str(error.value).splitlines() if line]
+    assert lines[0] == "rank 2 of 3 failed; all ranks stopped. Its traceback:"
+    assert lines[2:] == ["ValueError: rank 2 gives up", "rank 1 failed too: RuntimeError: Connection closed by peer",
+                         "rank 0 failed too: RuntimeError: Connection closed by peer"]
 
 
 def _waits_forever():

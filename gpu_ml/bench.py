@@ -283,16 +283,21 @@ def bench(fn: Callable[[], object], *, cudagraph: bool = False, warmup: int = 25
     it measures with the GPU to itself (`gpu_alone`).
     """
     require_gpu("bench()")
-    import triton.testing
-
-    # Triton's own, not the wrappers _time_triton_alone puts in their place: the first call and gpu_alone are here
-    do_bench, do_bench_cudagraph = (getattr(f, "__wrapped__", f) for f in (triton.testing.do_bench,
-                                                                          triton.testing.do_bench_cudagraph))
     fn()  # the first call may compile (Triton's JIT, a new shape): not while other notebooks wait (gpu_alone)
     with gpu_alone():
-        if cudagraph:
-            return float(do_bench_cudagraph(fn, rep=rep or 10, return_mode="median"))
-        return float(do_bench(fn, warmup=warmup, rep=rep or 50, return_mode="median"))
+        return _timed(fn, cudagraph=cudagraph, warmup=warmup, rep=rep)
+
+
+def _timed(fn: Callable[[], object], *, cudagraph: bool = False, warmup: int = 25, rep: int | None = None) -> float:
+    """bench()'s timing of `fn`, already called once, inside the caller's gpu_alone block."""
+    import triton.testing
+
+    # Triton's own, not the wrappers _time_triton_alone puts in their place: the first call and gpu_alone are ours
+    do_bench, do_bench_cudagraph = (getattr(f, "__wrapped__", f) for f in (triton.testing.do_bench,
+                                                                          triton.testing.do_bench_cudagraph))
+    if cudagraph:
+        return float(do_bench_cudagraph(fn, rep=rep or 10, return_mode="median"))
+    return float(do_bench(fn, warmup=warmup, rep=rep or 50, return_mode="median"))
 
 
 def bench_each(fns: Mapping[K, Callable[[], object]], **options: object) -> dict[K, float]:
@@ -305,7 +310,7 @@ def bench_each(fns: Mapping[K, Callable[[], object]], **options: object) -> dict
     for fn in fns.values():
         fn()
     with gpu_alone():
-        return {key: bench(fn, **options) for key, fn in fns.items()}
+        return {key: _timed(fn, **options) for key, fn in fns.items()}
 
 
 def bench_pair(baseline: Callable[[], object], ours: Callable[[], object], *, rounds: int = 3,
@@ -324,8 +329,8 @@ def bench_pair(baseline: Callable[[], object], ours: Callable[[], object], *, ro
     base_ms, ours_ms = [], []
     with gpu_alone():
         for _ in range(rounds):
-            base_ms.append(bench(baseline, cudagraph=cudagraph))
-            ours_ms.append(bench(ours, cudagraph=cudagraph))
+            base_ms.append(_timed(baseline, cudagraph=cudagraph))
+            ours_ms.append(_timed(ours, cudagraph=cudagraph))
     return statistics.median(base_ms), statistics.median(ours_ms)
 
 
@@ -387,7 +392,7 @@ def sweep(
         for size in sizes:
             row = []
             for name, make in providers.items():
-                value = metric(size, bench(make(size), cudagraph=cudagraph))
+                value = metric(size, _timed(make(size), cudagraph=cudagraph))
                 results[name].append(value)
                 row.append(f"{value:14.1f}")
             print(f"{size:>12} " + " ".join(row))

@@ -32,7 +32,7 @@ def test_bench_pair_alternates_and_takes_medians(monkeypatch):
     monkeypatch.setattr(BENCH, "has_gpu", lambda: True)
     calls, clock = [], iter([5.0, 1.0, 7.0, 2.0, 6.0, 9.0])  # baseline, ours, baseline, ours, ...
     fake = lambda fn, cudagraph: calls.append((fn(), cudagraph, _depth())) or next(clock)  # noqa: E731
-    monkeypatch.setattr(BENCH, "bench", fake)
+    monkeypatch.setattr(BENCH, "_timed", fake)
     first = []
     count = BENCH.measurements()[0]
     assert bench_pair(lambda: first.append(_depth()) or "base", lambda: "ours") == (6.0, 2.0)
@@ -46,7 +46,7 @@ def test_bench_pair_alternates_and_takes_medians(monkeypatch):
 def test_bench_each_calls_each_fn_first_then_times_all_in_one_gpu_alone_block(monkeypatch):
     monkeypatch.setattr(BENCH, "has_gpu", lambda: True)
     timed, first = [], []
-    monkeypatch.setattr(BENCH, "bench", lambda fn, **options: timed.append((fn(), options, _depth())) or len(timed))
+    monkeypatch.setattr(BENCH, "_timed", lambda fn, **options: timed.append((fn(), options, _depth())) or len(timed))
     count = BENCH.measurements()[0]
     fns = {key: (lambda key=key: first.append((key, _depth())) or key) for key in ("b", "a")}
     assert bench_each(fns, cudagraph=True, rep=7) == {"b": 1, "a": 2}  # in the order given
@@ -56,10 +56,22 @@ def test_bench_each_calls_each_fn_first_then_times_all_in_one_gpu_alone_block(mo
     assert bench_each({}) == {} and BENCH.measurements()[0] == count + 1  # nothing timed, the GPU not taken
 
 
+def test_each_function_is_called_once_before_tritons_timing_not_again_inside_it(monkeypatch):
+    testing = pytest.importorskip("triton.testing")
+    for name in ("do_bench", "do_bench_cudagraph"):
+        monkeypatch.setattr(testing, name, lambda fn, **kwargs: 1.0)
+    monkeypatch.setattr(BENCH, "has_gpu", lambda: True)
+    calls = []
+    assert bench_each({k: (lambda k=k: calls.append(k)) for k in "ab"}, cudagraph=True) == {"a": 1.0, "b": 1.0}
+    assert bench_pair(lambda: calls.append("base"), lambda: calls.append("ours")) == (1.0, 1.0)
+    assert bench(lambda: calls.append("one")) == 1.0
+    assert calls == ["a", "b", "base", "ours", "one"]
+
+
 def test_sweep_calls_each_fn_first_then_times_all_in_one_gpu_alone_block(monkeypatch, capsys):
     monkeypatch.setattr(BENCH, "has_gpu", lambda: True)
     timed = []
-    monkeypatch.setattr(BENCH, "bench", lambda fn, cudagraph: timed.append((fn(), _depth())) or 2.0)
+    monkeypatch.setattr(BENCH, "_timed", lambda fn, cudagraph: timed.append((fn(), _depth())) or 2.0)
     first = []
 
     def provider(name):

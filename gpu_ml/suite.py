@@ -16,7 +16,7 @@ cores.
 Under GPU_ML_EMULATE, items the emulated record lacks are planned with their time and peak from this GPU's own
 record (the peak at most the profile's memory).
 Workers take the items longest first, from the times of the last run. `shard` runs one part
-of the suite (i of n). Each item's time and result are recorded in results/suite/<gpu>.json, which
+of the suite (i of n). Each item's time, result and CPU seconds are recorded in results/suite/<gpu>.json, which
 the next run plans with.
 """
 
@@ -49,7 +49,7 @@ RUN_FILE = "GPU_ML_RUN_FILE"  # where a test file run by gpu-ml test writes its 
 TEST_HOLDS_LOCK = "GPU_ML_TEST_HOLDS_LOCK"  # set for a test file's pytest given the lock: conftest.py holds it (not
 # for a notebook's: there the notebook's kernel, a child of pytest, takes the lock)
 MEMORY_SHARE = 0.85  # of a GPU's memory, what the peaks of the notebooks sharing it may add up to
-Outcome = tuple[float, bool, str]  # seconds, passed, the end of its output
+Outcome = tuple[float, bool, str, float | None]  # seconds, passed, the end of its output, CPU seconds (wait_cpu)
 _REPORTING = threading.Lock()
 
 
@@ -100,15 +100,47 @@ def run_item(item: str, gpu: int | None, save: bool, timeout: float, root: Path,
     if run_file is not None:
         env[RUN_FILE] = str(run_file)
     start = time.perf_counter()
+    with tempfile.TemporaryFile() as log:  # a file, not a pipe: a process the child leaves behind cannot hold it
+        child = subprocess.Popen(command(item, save), cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+        code, cpu = wait_cpu(child, timeout)
+        log.seek(0)
+        output = log.read().decode(errors="replace")
+    if code is None:
+        output = f"timed out after {timeout:.0f} s\n{output}"
+    return time.perf_counter() - start, code == 0, output[-3000:], cpu
+
+
+def wait_cpu(child: subprocess.Popen, timeout: float) -> tuple[int | None, float | None]:
+    """Wait for `child`, killed after `timeout` seconds: its exit code (None when killed for time) and the CPU
+    seconds (user + system) it and the processes it waited for used, from os.wait4 (None where there is none)."""
+    if not hasattr(os, "wait4"):
+        try:
+            return child.wait(timeout), None
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+            return None, None
+    deadline, timed_out = time.monotonic() + timeout, False
+    while not (done := os.wait4(child.pid, os.WNOHANG))[0]:
+        if timed_out := time.monotonic() > deadline:
+            child.kill()
+            done = os.wait4(child.pid, 0)
+            break
+        time.sleep(0.05)
+    _, status, usage = done
+    child.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it again
+    return None if timed_out else child.returncode, usage.ru_utime + usage.ru_stime
+
+
+def children_cpu() -> float:
+    """CPU seconds (user + system) of this process's children that ended and were waited for, 0.0 where the
+    resource module is missing (Windows)."""
     try:
-        child = subprocess.run(command(item, save), cwd=root, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, timeout=timeout)
-        passed, output = child.returncode == 0, child.stdout
-    except subprocess.TimeoutExpired as expired:
-        stdout = expired.stdout.decode(errors="replace") if isinstance(expired.stdout, bytes) else expired.stdout
-        output = f"timed out after {timeout:.0f} s\n{stdout or ''}"
-        passed = False
-    return time.perf_counter() - start, passed, output[-3000:]
+        import resource
+    except ImportError:
+        return 0.0
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 class GpuMemory:
@@ -178,7 +210,8 @@ def run(items: list[str], runner: Callable[[str, int | None], Outcome], gpus: in
                     state.notify_all()
             with _REPORTING:  # one item's lines at a time, also across runs side by side
                 outcomes[item] = outcome
-                print(f"{'ok  ' if outcome[1] else 'FAIL'} {outcome[0]:7.1f} s  worker {w}  {item}", flush=True)
+                cpu = "" if outcome[3] is None else f" (CPU {outcome[3]:7.1f} s)"
+                print(f"{'ok  ' if outcome[1] else 'FAIL'} {outcome[0]:7.1f} s{cpu}  worker {w}  {item}", flush=True)
                 if ended is not None:
                     ended(item, outcome)
 
@@ -315,14 +348,16 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
     runner = runner or (lambda item, gpu: run_item(item, gpu, save, timeout, root, run_file=run_file(item),
                                                    lock=item.endswith(".ipynb") or together and item in tests,
                                                    threads=threads(item)))
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), children_cpu()
 
     record_lock = threading.Lock()  # the CPU-only tests and the notebooks end items at the same time
 
     def ended(item: str, outcome: Outcome) -> None:  # recorded as it ends: a run cut short keeps what it finished
-        seconds_taken, ok, output = outcome
+        seconds_taken, ok, output, cpu = outcome
         with record_lock:
             previous[item] = previous.get(item, {}) | {"seconds": round(seconds_taken, 1), "passed": ok}
+            if cpu is not None:
+                previous[item]["cpu_s"] = round(cpu, 1)
             if save and ok and item.endswith(".ipynb"):  # gpu-ml execute wrote these into the notebook
                 meta = json.loads((root / item).read_text())["metadata"].get("gpu_ml", {})
                 previous[item] |= {key: meta.get(key) for key in ("peak_gpu_memory_gib", "gpu_alone_s", "lock_wait_s",
@@ -382,8 +417,10 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
     if builder:
         builder.join()
     wall = time.perf_counter() - start
-    failed = [item for item, (_, passed, _) in outcomes.items() if not passed]
+    failed = [item for item, outcome in outcomes.items() if not outcome[1]]
+    cpu = children_cpu() - cpu_start  # the items', the builds' and what they waited for
     print(f"\n{len(items) - len(failed)} of {len(items)} passed in {wall / 60:.1f} min of wall time "
-          f"({sum(o[0] for o in outcomes.values()) / 60:.1f} min of item time)"
+          f"({sum(o[0] for o in outcomes.values()) / 60:.1f} min of item time, {cpu / 60:.1f} min of CPU time: "
+          f"{cpu / wall if wall else 0:.1f} of {cores} cores busy on average)"
           + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0

@@ -34,7 +34,7 @@ def test_order_puts_the_longest_items_first():
     seconds = {"a": 1.0, "b": 8.0, "c": 100.0}
     assert suite.order(["a", "b", "c", "x", "y"], seconds) == ["c", "x", "y", "b", "a"]  # x, y: the default guess
     with pytest.raises(ValueError, match="workers must be at least 1"):
-        suite.run(["x"], lambda item, gpu: (1.0, True, ""), 1, 0)
+        suite.run(["x"], lambda item, gpu: (1.0, True, "", None), 1, 0)
 
 
 def test_a_free_worker_takes_the_next_item_and_one_waiting_for_its_build_lets_the_next_ones_pass():
@@ -47,7 +47,7 @@ def test_a_free_worker_takes_the_next_item_and_one_waiting_for_its_build_lets_th
         time.sleep(0.5 if item == "slow" else 0.05)
         if item == "c":
             built["cuda/a.ipynb"].set()  # its build ends while the slow item still runs
-        return (0.1, True, "")
+        return (0.1, True, "", None)
 
     suite.run(["cuda/a.ipynb", "slow", "b", "c", "d"], runner, 1, 2, built=built)
     assert sorted(started[:2]) == ["b", "slow"] and started[2] == "c"  # a waits for its build; the others pass it
@@ -72,7 +72,7 @@ def test_main_runs_reports_and_records(tmp_path, monkeypatch, capsys):
 
     def runner(item, gpu):
         ran.append((item, gpu))
-        return (2.0, item != "cuda/b.ipynb", "the end of the output")
+        return (2.0, item != "cuda/b.ipynb", "the end of the output", 3.0 if item.endswith(".ipynb") else None)
 
     built = []
 
@@ -88,11 +88,13 @@ def test_main_runs_reports_and_records(tmp_path, monkeypatch, capsys):
     assert built[0][0] == ["cuda/b.ipynb", "triton/a.ipynb"] and ("cuda/b.ipynb", None) not in built[0][1]
     out = capsys.readouterr().out
     assert "FAIL" in out and "cuda/b.ipynb failed" in out and "3 of 4 passed" in out and "built 0 %%cuda" in out
-    assert "; failed: cuda/b.ipynb" in out
+    assert "; failed: cuda/b.ipynb" in out and " 2.0 s (CPU     3.0 s)  worker " in out
+    assert "min of CPU time: " in out and f" of {os.cpu_count()} cores busy on average" in out
     assert "1 test files on 3 worker(s), then 2 notebooks on 2 worker(s) beside 1 CPU-only test files" in out
     record = json.loads((tmp_path / "results" / "suite" / "cpu.json").read_text())
     assert record["workers"] == 2 and record["test_workers"] == 3
-    assert record["items"]["triton/a.ipynb"] == {"seconds": 2.0, "passed": True}
+    assert record["items"]["triton/a.ipynb"] == {"seconds": 2.0, "passed": True, "cpu_s": 3.0}
+    assert record["items"]["tests/test_c.py"] == {"seconds": 2.0, "passed": True}
     (tmp_path / "README.md").write_text(f"{results.START}\n{results.END}\n")
     results.update_readme(tmp_path)  # the suite's record is not a table of figures: the table skips it
     ran.clear()
@@ -107,7 +109,8 @@ def test_main_runs_reports_and_records(tmp_path, monkeypatch, capsys):
         "versions": {}}}}))
     assert suite.main(["triton/a.ipynb"], save=True, root=tmp_path, runner=runner) == 0
     record = json.loads((tmp_path / "results" / "suite" / "cpu.json").read_text())
-    assert record["items"]["triton/a.ipynb"] == {"seconds": 2.0, "passed": True, "peak_gpu_memory_gib": 3.25,
+    assert record["items"]["triton/a.ipynb"] == {"seconds": 2.0, "passed": True, "cpu_s": 3.0,
+                                                 "peak_gpu_memory_gib": 3.25,
                                                  "gpu_alone_s": 12.5, "measurements": 7, "measurement_wait_s": 0.5}
     path = tmp_path / "results" / "suite" / "cpu.json"
     path.write_text(json.dumps(json.loads(path.read_text()) | {"note": "how the runs were made"}))  # by hand
@@ -132,7 +135,7 @@ def test_an_emulated_run_has_its_own_record_and_saves_no_outputs(tmp_path, monke
     monkeypatch.setattr("torch.cuda.device_count", lambda: 1)
     monkeypatch.setattr("torch.cuda.get_device_name", lambda *a: "NVIDIA H200")
     monkeypatch.setenv("GPU_ML_EMULATE", "t4")
-    runner = lambda item, gpu: (1.0, True, "")  # noqa: E731
+    runner = lambda item, gpu: (1.0, True, "", None)  # noqa: E731
     with pytest.raises(ValueError, match="--save under GPU_ML_EMULATE"):
         suite.main(save=True, root=tmp_path, runner=runner, prebuild=lambda nbs, done: "")
     assert suite.main(root=tmp_path, runner=runner, prebuild=lambda nbs, done: "") == 0
@@ -158,12 +161,12 @@ def test_notebooks_sharing_a_gpu_under_emulation_plan_with_the_gpus_own_peaks_ca
 
     def run(items, runner, gpus, workers, ended=None, *, peaks=None, **kwargs):
         seen.update(peaks or {})
-        return {item: (1.0, True, "") for item in items}
+        return {item: (1.0, True, "", None) for item in items}
 
     monkeypatch.setattr(suite, "run", run)
     for profile, capped in (("a100", 80.0), ("t4", 15.0)):
         monkeypatch.setenv("GPU_ML_EMULATE", profile)
-        assert suite.main(workers=3, root=tmp_path, runner=lambda item, gpu: (1.0, True, "")) == 0
+        assert suite.main(workers=3, root=tmp_path, runner=lambda item, gpu: (1.0, True, "", None)) == 0
         assert seen == {"triton/a.ipynb": capped, "triton/b.ipynb": 2.0,
                         "triton/c.ipynb": min(capped, suite.DEFAULT_PEAK_GIB)}
 
@@ -191,7 +194,7 @@ def test_several_notebooks_without_test_files_are_built_on_every_core_each_runni
     monkeypatch.setattr(suite, "build_cuda_cells", build)
     (tmp_path / "results/suite").mkdir(parents=True)
     (tmp_path / "results/suite/nvidia-h200.json").write_text(json.dumps({"items": {"cuda/b.ipynb": {"seconds": 90.0}}}))
-    runner = lambda item, gpu: events.append(("ran", item)) or (1.0, True, "")  # noqa: E731
+    runner = lambda item, gpu: events.append(("ran", item)) or (1.0, True, "", None)  # noqa: E731
     assert suite.main(root=tmp_path, runner=runner) == 0
     assert events == [("building", ["cuda/b.ipynb", "cuda/a.ipynb"], 16),  # the longest first, on every core
                       ("built", "cuda/b.ipynb"), ("ran", "cuda/b.ipynb"), ("built", "cuda/a.ipynb"),
@@ -222,7 +225,7 @@ def test_notebooks_sharing_a_gpu_run_after_the_test_files_by_default(tmp_path, m
     _one_h200_project(tmp_path, monkeypatch, "triton/a.ipynb", "triton/b.ipynb")
     monkeypatch.setattr(suite, "build_cuda_cells", lambda notebooks, root, processes, done: "built")
     events = []
-    runner = lambda item, gpu: events.append((item, suite.SHARED_GPU_LOCK in os.environ)) or (1.0, True, "")  # noqa: E731
+    runner = lambda item, gpu: events.append((item, suite.SHARED_GPU_LOCK in os.environ)) or (1.0, True, "", None)  # noqa: E731
     assert suite.main(workers=2, root=tmp_path, runner=runner) == 0
     assert events[0] == ("tests/test_c.py", False)
     assert sorted(events[1:]) == [("tests/test_d.py", True), ("triton/a.ipynb", True), ("triton/b.ipynb", True)]
@@ -255,7 +258,7 @@ def test_notebooks_sharing_a_gpu_run_beside_the_test_files_each_once_built(tmp_p
         return real_run(items, *args, memory=memory, peaks=peaks, **kwargs)
 
     monkeypatch.setattr(suite, "run", run)
-    runner = lambda item, gpu: events.append((item, suite.SHARED_GPU_LOCK in os.environ)) or (1.0, True, "")  # noqa: E731
+    runner = lambda item, gpu: events.append((item, suite.SHARED_GPU_LOCK in os.environ)) or (1.0, True, "", None)  # noqa: E731
     assert suite.main(workers=2, test_workers=2, tests_beside=True, root=tmp_path, runner=runner) == 0
     assert events[0] == ("building", 14)  # 16 cores less 2 for the test files
     built_at = events.index(("built", "cuda/a.ipynb"))
@@ -279,7 +282,8 @@ def test_test_files_beside_sharing_notebooks_get_the_lock_and_record_their_peak(
              "if run: open(run, 'w').write('{\"peak_gpu_memory_gib\": 3.0, \"paused_s\": 1.5}')")
     monkeypatch.setattr(suite, "command", lambda item, save: [sys.executable, "-c", child, item])
     seen, real = [], suite.run_item
-    monkeypatch.setattr(suite, "run_item", lambda *a, **k: seen.append(real(*a, **k)[2].split()) or (1.0, True, ""))
+    monkeypatch.setattr(suite, "run_item",
+                        lambda *a, **k: seen.append(real(*a, **k)[2].split()) or (1.0, True, "", None))
     assert suite.main(workers=2, tests_beside=True, root=tmp_path) == 0
     assert sorted(seen) == [["tests/test_c.py", "True", "True"], ["tests/test_d.py", "False", "False"],
                             ["triton/a.ipynb", "True", "False"], ["triton/b.ipynb", "True", "False"]]  # the kernel's
@@ -296,7 +300,8 @@ def test_items_side_by_side_share_the_cores_through_omp_num_threads(tmp_path, mo
     child = "import os, sys; print(sys.argv[1], os.environ.get('OMP_NUM_THREADS'))"
     monkeypatch.setattr(suite, "command", lambda item, save: [sys.executable, "-c", child, item])
     seen, real = [], suite.run_item
-    monkeypatch.setattr(suite, "run_item", lambda *a, **k: seen.append(real(*a, **k)[2].split()) or (1.0, True, ""))
+    monkeypatch.setattr(suite, "run_item",
+                        lambda *a, **k: seen.append(real(*a, **k)[2].split()) or (1.0, True, "", None))
     assert suite.main(workers=4, test_workers=8, root=tmp_path) == 0
     assert sorted(seen) == [["tests/test_c.py", "2"], ["tests/test_d.py", "2"], ["triton/a.ipynb", "4"],
                             ["triton/b.ipynb", "4"]]
@@ -320,7 +325,7 @@ def test_runs_side_by_side_share_the_gpus_memory():
             assert release[item].wait(60)
         with guard:
             running.discard(item)
-        return (0.1, True, "")
+        return (0.1, True, "", None)
 
     def until(condition):
         deadline = time.time() + 60
@@ -371,7 +376,7 @@ def test_each_item_is_recorded_as_it_ends(tmp_path, monkeypatch):
     def runner(item, gpu):
         if item == "triton/b.ipynb":  # what a run killed now would leave behind
             seen.append(json.loads(record.read_text())["items"])
-        return (3.0, False, f"the end of {item}'s output")
+        return (3.0, False, f"the end of {item}'s output", None)
 
     assert suite.main(["triton/a.ipynb", "triton/b.ipynb"], root=tmp_path, runner=runner) == 1
     assert seen == [{"triton/a.ipynb": {"seconds": 3.0, "passed": False}}]
@@ -384,7 +389,7 @@ def test_run_spreads_workers_over_the_gpus():
     def runner(item, gpu):
         seen.append((item, gpu))
         time.sleep(0.2)  # each worker takes one item
-        return (1.0, True, "")
+        return (1.0, True, "", None)
 
     suite.run(["a", "b", "c"], runner, 2, 3)
     assert sorted(gpu for _, gpu in seen) == [0, 0, 1]  # workers 0 and 2 on GPU 0, worker 1 on GPU 1
@@ -403,7 +408,7 @@ def test_notebooks_sharing_a_gpu_start_only_when_their_peaks_fit_beside_the_runn
         time.sleep(0.2)
         with guard:
             running.discard(item)
-        return (0.2, True, "")
+        return (0.2, True, "", None)
 
     peaks = {"big1": 60.0, "big2": 60.0, "small": 10.0}  # "unknown": DEFAULT_PEAK_GIB
     suite.run(["big1", "big2", "small", "unknown"], runner, 1, 3, peaks=peaks, capacity=100.0)
@@ -437,11 +442,24 @@ def test_build_cuda_cells_builds_each_notebook_with_cuda_cells_in_a_process(tmp_
 
 def test_run_item_reports_failure_and_time_out(tmp_path, monkeypatch):
     monkeypatch.setattr(suite, "command", lambda item, save: [sys.executable, "-c", item])
-    seconds, passed, output = suite.run_item("print('hi')", None, False, 30, tmp_path)
+    seconds, passed, output, _ = suite.run_item("print('hi')", None, False, 30, tmp_path)
     assert passed and "hi" in output and seconds > 0
     assert not suite.run_item("raise SystemExit(3)", 0, False, 30, tmp_path)[1]
-    _, passed, output = suite.run_item("import time; time.sleep(5)", None, False, 0.5, tmp_path)
+    _, passed, output, _ = suite.run_item("import time; time.sleep(5)", None, False, 0.5, tmp_path)
     assert not passed and "timed out" in output
+
+
+@pytest.mark.skipif(not hasattr(os, "wait4"), reason="CPU seconds come from os.wait4 (POSIX)")
+def test_run_item_counts_the_cpu_seconds_of_the_child_and_what_it_waited_for(tmp_path, monkeypatch):
+    monkeypatch.setattr(suite, "command", lambda item, save: [sys.executable, "-c", item])
+    spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6:\n    pass"
+    child = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {spin!r}])"
+    before = suite.children_cpu()
+    seconds, passed, _, cpu = suite.run_item(child, None, False, 30, tmp_path)
+    assert passed and 0.6 <= cpu <= seconds + 0.5  # the grandchild's 0.6 s of CPU count: its parent waited for it
+    assert suite.children_cpu() - before >= 0.6  # and the suite's total (its last line)
+    _, _, _, slept = suite.run_item("import time; time.sleep(0.5)", None, False, 30, tmp_path)
+    assert slept < 0.4  # waiting is not CPU time
 
 
 def test_cli_has_the_test_command(monkeypatch):

@@ -49,6 +49,24 @@ def test_matmul_grouped_with_epilogue(dtype, M, N, K):
     assert_as_accurate_as_torch(ours, theirs, exact, name=f"{M}x{N}x{K}")
 
 
+def test_matmul_grouped_relu_keeps_nan():
+    """NaN in A or in the bias stays NaN through the ReLU epilogue, as torch.relu keeps it (max(NaN, 0) is 0)."""
+    a, b, bias = torch.randn(3, 4, device=DEVICE), torch.randn(4, 5, device=DEVICE), torch.randn(5, device=DEVICE)
+    a[0, 0], bias[4] = float("nan"), float("nan")
+    ours = mm.matmul_grouped(a, b, bias, relu=True, BM=32, BN=32, BK=32)
+    torch.testing.assert_close(ours, torch.relu(a @ b + bias), equal_nan=True)
+    assert_as_accurate_as_torch(ours, torch.relu(a @ b + bias), torch.relu(a.double() @ b.double() + bias.double()))
+
+
+def test_the_accuracy_check_sees_a_lost_nan():
+    exact = torch.tensor([float("nan"), float("inf"), 1.0], dtype=torch.float64)
+    with pytest.raises(AssertionError, match="NaN/inf differ"):
+        assert_as_accurate_as_torch(torch.tensor([0.0, float("inf"), 1.0]), exact.float(), exact)
+    with pytest.raises(AssertionError, match="NaN/inf differ"):
+        assert_as_accurate_as_torch(torch.tensor([float("nan"), float("-inf"), 1.0]), exact.float(), exact)
+    assert_as_accurate_as_torch(exact.float(), exact.float(), exact)
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize(("M", "N", "K"), [(17, 33, 65), (0, 5, 7), (5, 0, 7), (5, 7, 0), (300, 136, 72)])
 def test_matmul_tuned_any_shape_and_dtype(dtype, M, N, K):
@@ -279,6 +297,35 @@ def test_flash_attention_large_scores():
     o, _ = fa.flash_attention_forward(q * 30, k, v, causal=True)
     ref = F.scaled_dot_product_attention((q * 30).double(), k.double(), v.double(), is_causal=True)
     torch.testing.assert_close(o.double(), ref, atol=1e-2, rtol=1e-2)
+
+
+def test_flash_attention_backward_takes_any_layout_of_o():
+    """o as a view whose head_dim is not contiguous (a transposed buffer): the same gradients as o itself."""
+    q, k, v, do = _attn_inputs(1, 2, 1, 20, 20, FA_DIMS[0], torch.float16, False)
+    o, lse = fa.flash_attention_forward(q, k, v)
+    o_t = torch.empty(o.shape[:2] + o.shape[:1:-1], device=DEVICE, dtype=o.dtype).transpose(-1, -2).copy_(o)
+    assert o_t.stride(-1) != 1
+    for ours, expected in zip(fab.flash_attention_backward(do, q, k, v, o_t, lse),
+                              fab.flash_attention_backward(do, q, k, v, o, lse), strict=True):
+        torch.testing.assert_close(ours, expected, rtol=0, atol=0)
+
+
+def test_flash_attention_backward_group_offsets_past_int32():
+    """GQA, 8 query heads per K/V head, q's heads 335544320 elements apart: each head's own offsets fit int32, but
+    7 heads' stride does not; the dK/dV kernel must compute the group's head offsets in int64 (it read outside q).
+    The storage is allocated, not written: only the heads' rows are touched."""
+    stride, n, d, group = 335544320, 16, 16, 8
+    store = torch.empty((group - 1) * stride + n * d, device=DEVICE, dtype=torch.float16)
+    q = store.as_strided((1, group, n, d), (group * stride, stride, d, 1)).copy_(
+        torch.randn(1, group, n, d, device=DEVICE).half())
+    k, v = (torch.randn(1, 1, n, d, device=DEVICE).half() for _ in range(2))
+    do, qc = torch.randn(1, group, n, d, device=DEVICE).half(), q.contiguous()
+    o, lse = fa.flash_attention_forward(qc, k, v)
+    for config in (None, fab.BwdConfig(fab.default_bwd_config(d).dkdv, None)):  # two kernels, and dQ by atomics
+        for ours, expected in zip(fab.flash_attention_backward(do, q, k, v, o, lse, config=config),
+                                  fab.flash_attention_backward(do, qc, k, v, o, lse, config=config), strict=True):
+            torch.testing.assert_close(ours, expected)  # not bit for bit: atomic adds land in any order
+    del store
 
 
 def test_flash_attention_refusals():

@@ -55,7 +55,7 @@ def _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qh, 
     offs_d = tl.arange(0, HEAD_DIM)
     for it in tl.range(0, n_total * GROUP):
         i = it // GROUP
-        g = it % GROUP
+        g = (it % GROUP).to(tl.int64)  # g * stride_qh: past int32 for long sequences with many heads per group
         start_m = tl.multiple_of(tl.where(i < n_first, lo + i * BLOCK_M, tail), BLOCK_M)
         offs_m = start_m + tl.arange(0, BLOCK_M)
         q_ptrs = q_base + g * stride_qh + offs_m[:, None] * stride_qn + offs_d[None, :]
@@ -252,6 +252,7 @@ def flash_attention_backward(do, q, k, v, o, lse, causal=False, scale=None, conf
         raise ValueError("do, o and lse must be on q's device")
     check_head_span(do=do, o=o)  # offsets inside a head are int32, as in the forward
     do = do if do.stride(-1) == 1 else do.contiguous()
+    o = o if o.stride(-1) == 1 else o.contiguous()  # attention_delta reads head_dim with stride 1, as do
     lse = lse.contiguous()
     d, key = q.shape[-1], (q.shape[-1], q.shape[2], k.shape[2], causal, q.dtype)
     scale = d**-0.5 if scale is None else float(scale)

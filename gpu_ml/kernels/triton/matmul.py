@@ -51,7 +51,7 @@ def matmul_grouped_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K,
     if HAS_BIAS:  # the fused epilogue works on the fp32 accumulator, in registers
         acc += tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
     if RELU:
-        acc = tl.maximum(acc, 0.0)
+        acc = tl.where(acc < 0.0, 0.0, acc)  # NaN stays NaN, as torch.relu keeps it (tl.maximum would give 0)
     c_ptrs = c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
 

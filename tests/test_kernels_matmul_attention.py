@@ -153,6 +153,23 @@ def test_linear_layer_layouts_and_extremes():
         torch.testing.assert_close(lin.activation_grad(dy, saved, activation), expected, equal_nan=True)
 
 
+@pytest.mark.filterwarnings("ignore:Initializing zero-element tensors")  # nn.Linear's own init warns alike
+@pytest.mark.parametrize(("shape", "in_features", "out_features"),
+                         [((3, 0), 0, 4), ((2, 5, 7), 7, 3), ((7,), 7, 3), ((0, 7), 7, 3), ((4, 6), 6, 0)])
+def test_triton_linear_module_matches_nn_linear(shape, in_features, out_features):
+    """The module on any leading shape, as nn.Linear: 1-D input, no rows, no input features (y = bias), none out."""
+    torch.manual_seed(0)
+    ours = lin.TritonLinear(in_features, out_features, activation="relu", device=DEVICE)
+    theirs = torch.nn.Linear(in_features, out_features, device=DEVICE)
+    theirs.load_state_dict(ours.state_dict())
+    x = torch.randn(shape, device=DEVICE, requires_grad=True)
+    y = ours(x)
+    torch.testing.assert_close(y, F.relu(theirs(x)))
+    y.sum().backward()
+    (expected,) = torch.autograd.grad(F.relu(theirs(x)).sum(), x)
+    torch.testing.assert_close(x.grad, expected)
+
+
 def test_linear_layer_refusals():
     x, w = torch.randn(8, 6, device=DEVICE), torch.randn(4, 6, device=DEVICE)
     with pytest.raises(ValueError, match="in_features=5"):

@@ -256,7 +256,8 @@ class TritonLinear(nn.Module):
         if not isinstance(x, torch.Tensor) or x.dim() < 1 or x.shape[-1] != self.in_features:
             shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise ValueError(f"TritonLinear: expected input of shape (..., {self.in_features}), got {shape}")
-        y = linear(x.reshape(-1, self.in_features), self.weight, self.bias, self.activation)
+        rows = math.prod(x.shape[:-1])  # not reshape(-1, 0), which cannot tell the rows when in_features = 0
+        y = linear(x.reshape(rows, self.in_features), self.weight, self.bias, self.activation)
         return y.reshape(*x.shape[:-1], self.out_features)
 
     def extra_repr(self):

@@ -21,12 +21,14 @@ def causal_mask(n: int, device: str) -> torch.Tensor:
 
 def check_qkv(q, k, v, causal: bool = False) -> None:
     """Refuse what attention over the last two dims cannot take: q [..., Nq, d], k [..., Nk, d], v [..., Nk, dv]
-    with the same leading dims and one floating dtype; causal (mask at the top left) needs Nq = Nk."""
+    with the same leading dims, one floating dtype and one device; causal (mask at the top left) needs Nq = Nk."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if not t.is_floating_point() or t.dtype != q.dtype:
             raise TypeError(f"q, k, v must share one floating dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+        if t.device != q.device:
+            raise ValueError(f"q, k, v must be on one device, got {q.device}, {k.device}, {v.device}")
     shapes = (f"shapes must be q [..., Nq, d], k [..., Nk, d], v [..., Nk, dv]; got "
               f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
     if min(q.dim(), k.dim(), v.dim()) < 2:
@@ -69,6 +71,9 @@ def grouped_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool
     heads of a group become r * T rows over their K/V head, which is read once, as GQA does; a causal mask needs
     each query row's own position, so there each K/V head is repeated for its r query heads (a copy)."""
     B, H, T, d = q.shape
+    if k.dim() != 4 or not k.shape[1] or H % k.shape[1]:
+        raise ValueError(f"grouped_sdpa(): q's {H} heads must be a multiple of k's, got q {tuple(q.shape)} and k "
+                         f"{tuple(k.shape)}")
     r = H // k.shape[1]
     if causal:
         return F.scaled_dot_product_attention(q, k.repeat_interleave(r, dim=1), v.repeat_interleave(r, dim=1),

@@ -52,6 +52,7 @@ def require(
     contiguous: bool = False,
     same_shape: bool = False,
     max_span: int | None = None,
+    device: torch.device | None = None,
     **tensors: object,
 ) -> None:
     """Raise TypeError/ValueError naming `fn` and the argument unless every tensor in `tensors` fits.
@@ -59,8 +60,8 @@ def require(
     Each must be a torch.Tensor on the kernels' device (`kernel_device()`), of one of `dtypes`
     (never bf16 in the interpreter, which has no bf16 arithmetic), with `ndim` dimensions,
     contiguous if asked, and spanning at most `max_span` elements of memory (the largest offset the
-    kernel computes, plus one: `numel()` for a contiguous tensor). All share one device and dtype, and one
-    shape if `same_shape`.
+    kernel computes, plus one: `numel()` for a contiguous tensor). All share one device (`device`, when given:
+    that of the arguments checked in another call) and dtype, and one shape if `same_shape`.
     """
     expected = kernel_device()  # once per call: wrappers run it on every launch (11 per MNIST step)
     on_gpu = expected == "cuda"
@@ -88,6 +89,8 @@ def require(
                              "(call .contiguous())")
         if max_span is not None and span(t) > max_span:
             raise ValueError(f"{where} spans {span(t)} elements; at most {max_span} fit the kernel's int32 offsets")
+        if device is not None and t.device != device:
+            raise ValueError(f"{where} is on {t.device}, the other arguments on {device}")
         if first is None:
             first_name, first = name, t
             continue
@@ -97,6 +100,21 @@ def require(
             raise TypeError(f"{fn}(): dtypes differ: {first_name} {first.dtype} vs {name} {t.dtype}")
         if same_shape and t.shape != first.shape:
             raise ValueError(f"{fn}(): shapes differ: {first_name} {tuple(first.shape)} vs {name} {tuple(t.shape)}")
+
+
+def overlaps(t: torch.Tensor) -> bool:
+    """True when two elements of `t` may share memory (an expanded tensor, strides too small for the dimensions
+    inside them), which a kernel writing `t` in place must refuse: its programs would race. Each dimension of more
+    than one element, taken by increasing stride, must step past the whole extent of those before it (a sufficient
+    test: a view whose dimensions interleave without touching is taken for overlapping)."""
+    if t.numel() == 0:
+        return False
+    extent = 1
+    for stride, size in sorted((st, n) for n, st in zip(t.shape, t.stride(), strict=True) if n > 1):
+        if stride < extent:
+            return True
+        extent += (size - 1) * stride
+    return False
 
 
 def require_tiles(fn: str, minimum: int = 1, **sizes: int) -> None:

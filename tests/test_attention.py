@@ -27,11 +27,12 @@ def test_check_qkv_accepts():
     ((torch.randn(5, 8), torch.randn(5, 8).double(), torch.randn(5, 8)), False, TypeError, "one floating dtype"),
     ((torch.ones(5, 8, dtype=torch.int32),) * 3, False, TypeError, "one floating dtype"),
     ((torch.randn(5, 8), torch.randn(5, 8), "v"), False, TypeError, "torch.Tensor"),
+    ((torch.randn(5, 8), torch.empty(5, 8, device="meta"), torch.randn(5, 8)), False, ValueError, "one device"),
 ])
 def test_check_qkv_refuses(args, causal, error, match):
     with pytest.raises(error, match=match):
         check_qkv(*args, causal=causal)
-    if error is ValueError and "queries" not in match:
+    if error is ValueError and match not in ("as many queries as keys", "one device"):
         with pytest.raises(error, match="shapes must be"):
             check_qkv(*args, causal=causal)
 
@@ -43,3 +44,10 @@ def test_grouped_heads_without_enable_gqa_match_sdpa_with_it(T, S, causal):
     expected = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
     torch.testing.assert_close(grouped_sdpa(q, k, v, causal), expected)
     torch.testing.assert_close(gqa_sdpa(q, k, v, causal), expected)  # on a CPU: the math backend
+
+
+@pytest.mark.parametrize("kv_heads", [3, 16, 0])
+def test_grouped_sdpa_refuses_heads_that_do_not_group(kv_heads):
+    q, k = torch.randn(2, 8, 4, 16), torch.randn(2, kv_heads, 4, 16)
+    with pytest.raises(ValueError, match="q's 8 heads must be a multiple of k's"):
+        grouped_sdpa(q, k, k)

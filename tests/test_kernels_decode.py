@@ -53,9 +53,22 @@ def test_rope_on_an_empty_batch_and_its_refusals():
                                ((x[..., :6], pos, inv[:3]), ValueError, "power of two"),
                                ((x.transpose(1, 2), pos, inv[:1]), ValueError, "stride 1"),
                                ((x, pos.float(), inv), TypeError, "positions has dtype"),
-                               ((x, pos, inv.double()), TypeError, "inv_freq has dtype")]:
+                               ((x, pos, inv.double()), TypeError, "inv_freq has dtype"),
+                               ((x[:1].expand(3, 2, 8), pos, inv), ValueError, "share memory"),
+                               ((x.clone().requires_grad_(), pos, inv), ValueError, "requires grad")]:
         with pytest.raises(error, match=match):
             dec.apply_rope_(*args)
+
+
+def test_rope_tells_autograd_it_wrote_in_place():
+    """Under no_grad it may rotate a tensor autograd saved; then the version counter makes backward refuse, as
+    after PyTorch's own in-place ops, instead of a silently wrong gradient."""
+    a = torch.randn(2, 1, 8, device=DEVICE, requires_grad=True)
+    y = a.exp()  # exp saves its output for the backward
+    with torch.no_grad():
+        dec.apply_rope_(y, torch.tensor([5, 9], device=DEVICE), dec.rope_frequencies(8, device=DEVICE))
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
 
 
 def test_write_kv_puts_each_token_in_its_slot_and_only_there():
@@ -98,9 +111,21 @@ def test_write_kv_refusals():
                                ((k_pool, k_pool, k, k, tables[:1], pos), ValueError, "one block table"),
                                ((k_pool, k_pool, k, k, tables.long(), pos), TypeError, "block_tables has dtype"),
                                ((k_pool, k_pool, k.half(), k.half(), tables, pos), TypeError, "dtype"),
-                               ((k_pool, k_pool, k[..., ::2], k[..., ::2], tables, pos), ValueError, "must match")]:
+                               ((k_pool, k_pool, k[..., ::2], k[..., ::2], tables, pos), ValueError, "must match"),
+                               ((k_pool[:, :0], k_pool[:, :0], k, k, tables, pos), ValueError, "no slot"),
+                               ((k_pool[:0], k_pool[:0], k, k, tables, pos), ValueError, "no slot"),
+                               ((k_pool, k_pool, k, k, tables[:, :0], pos), ValueError, "no slot"),
+                               ((*(k_pool[:1].expand(4, 8, 2, 16),) * 2, k, k, tables, pos), ValueError,
+                                "share memory")]:
         with pytest.raises(error, match=match):
             dec.write_kv(*args)
+
+
+def test_write_kv_of_no_heads_or_no_features_writes_nothing():
+    tables, pos = torch.zeros(2, 1, dtype=torch.int32, device=DEVICE), torch.zeros(2, dtype=torch.int32, device=DEVICE)
+    for g, d in ((0, 16), (2, 0)):
+        pool, k = torch.zeros(4, 8, g, d, device=DEVICE), torch.randn(2, g, d, device=DEVICE)
+        dec.write_kv(pool, pool.clone(), k, k, tables, pos)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -172,7 +197,11 @@ def test_decode_linear_refusals():
                                  (dict(x=x, weight=w, residual=r, up=w), ValueError, "two different epilogues"),
                                  (dict(x=x, weight=w.T.contiguous().T), ValueError, "stride 1"),
                                  (dict(x=x, weight=w.double()), TypeError, "dtype"),
-                                 (dict(x=x[0], weight=w), ValueError, "2-D")]:
+                                 (dict(x=x[0], weight=w), ValueError, "2-D"),
+                                 (dict(x=x, weight=w, tile=(16, 48, 64, 4, 2)), ValueError, "BLOCK_N must be"),
+                                 (dict(x=x, weight=w, tile=(16, 64, 8, 4, 2)), ValueError, "BLOCK_K must be"),
+                                 (dict(x=x, weight=w, tile=(16, 64, 64, 3, 2)), ValueError, "num_warps must be"),
+                                 (dict(x=x, weight=w, tile=(16, 64, 64, 4, 0)), ValueError, "num_stages must be")]:
         with pytest.raises(error, match=match):
             dec.decode_linear(**kwargs)
 

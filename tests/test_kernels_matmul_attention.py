@@ -457,8 +457,14 @@ def test_paged_attention_refuses_before_launching():
     for args, error, match in cases:
         with pytest.raises(error, match=match):
             pa.paged_attention(*args)
-    with pytest.raises(ValueError, match="splits must be a power of two"):
-        pa.paged_attention(q, cache.k, cache.v, tables, lens, splits=3)
+    no_heads = cache.k[:, :, :0]
+    with pytest.raises(ValueError, match="8 query heads must be a multiple of the pool's 0 K/V heads"):
+        pa.paged_attention(q, no_heads, no_heads, tables, lens)
+    for splits in (3, 0, 2.0):
+        with pytest.raises(ValueError, match=r"paged_attention\(\): splits must be a power of two >= 1"):
+            pa.paged_attention(q, cache.k, cache.v, tables, lens, splits=splits)
+    with pytest.raises(TypeError, match="scale must be a Python number, got Tensor"):
+        pa.paged_attention(q, cache.k, cache.v, tables, lens, scale=torch.tensor(0.25))
 
 
 @pytest.mark.skipif(not GPU, reason="CUDA graphs need a CUDA GPU")

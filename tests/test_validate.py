@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from gpu_ml.validate import interpreting, kernel_device, require, require_tiles, span, usable
+from gpu_ml.validate import interpreting, kernel_device, overlaps, require, require_tiles, span, usable
 
 
 @pytest.fixture
@@ -31,6 +31,8 @@ def test_accepts_what_fits(cpu_mode):
         ({"x": torch.zeros(2), "y": torch.zeros(2).half()}, {}, TypeError, "dtypes differ: x torch.float32 vs y"),
         ({"x": torch.zeros(2), "y": torch.zeros(3)}, {"same_shape": True}, ValueError, "shapes differ: x (2,)"),
         ({"x": torch.zeros(2, dtype=torch.int32)}, {"dtypes": (torch.int64,)}, TypeError, "supported: torch.int64"),
+        ({"x": torch.zeros(2)}, {"device": torch.device("cuda", 1)}, ValueError,
+         "f(): x is on cpu, the other arguments on cuda:1"),
     ],
 )
 def test_refuses_with_a_message_naming_the_function_and_argument(cpu_mode, tensors, options, error, message):
@@ -61,6 +63,16 @@ def test_bf16_needs_compute_capability_8(monkeypatch):
 def test_span_counts_the_memory_a_view_reaches():
     assert span(torch.zeros(3, 4)) == 12 and span(torch.zeros(0, 4)) == 0
     assert span(torch.zeros(4, 10)[:, :3]) == 33 and span(torch.zeros(1).expand(5)) == 1
+
+
+def test_overlaps_finds_elements_that_share_memory():
+    base = torch.zeros(4, 6, 8)
+    for t in (base, base[:, ::2], base.transpose(0, 2), base[1:, :3, 4:], torch.zeros(1, 5).expand(1, 5),
+              torch.zeros(0, 3).expand(7, 0, 3), base[:, 0, 0]):
+        assert not overlaps(t), (t.shape, t.stride())
+    for t in (torch.zeros(1, 8).expand(3, 8), torch.zeros(16).as_strided((3, 8), (4, 1)),
+              torch.zeros(6).as_strided((2, 2, 3), (3, 0, 1))):
+        assert overlaps(t), (t.shape, t.stride())
 
 
 def test_require_tiles_takes_powers_of_two_from_a_minimum():

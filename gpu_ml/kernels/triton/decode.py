@@ -10,7 +10,7 @@ import triton.language as tl
 from triton.runtime.errors import OutOfResources
 
 from gpu_ml.kernels.triton.activations import activation_fwd
-from gpu_ml.validate import require
+from gpu_ml.validate import overlaps, require, require_tiles
 
 
 @triton.jit
@@ -38,12 +38,18 @@ def rope_frequencies(head_dim, theta=500000.0, device="cpu"):
 def apply_rope_(x, positions, inv_freq):
     """Rotate x [B, H, head_dim] (head_dim contiguous; any other strides) in place, token b by positions[b]."""
     require("apply_rope_", ndim=3, x=x)
-    require("apply_rope_", dtypes=(torch.int32, torch.int64), ndim=1, positions=positions)
-    require("apply_rope_", dtypes=(torch.float32,), ndim=1, inv_freq=inv_freq)
+    require("apply_rope_", dtypes=(torch.int32, torch.int64), ndim=1, device=x.device, positions=positions)
+    require("apply_rope_", dtypes=(torch.float32,), ndim=1, device=x.device, inv_freq=inv_freq)
+    if torch.is_grad_enabled() and x.requires_grad:
+        raise ValueError("apply_rope_(): x requires grad, and this in-place kernel has no backward: rotate a tensor "
+                         "that does not (x.detach()), or under torch.no_grad()")
     B, H, D = x.shape
     if D < 2 or D & (D - 1) or x.stride(2) != 1:
         raise ValueError(f"apply_rope_(): head_dim must be a power of two >= 2 with stride 1, got shape "
                          f"{tuple(x.shape)} and strides {x.stride()}")
+    if overlaps(x):
+        raise ValueError(f"apply_rope_(): x's elements share memory (strides {x.stride()}: an expanded tensor?), "
+                         "so rotating them in place would rotate some twice")
     if positions.shape != (B,) or inv_freq.shape != (D // 2,):
         raise ValueError(f"apply_rope_(): need {B} positions and {D // 2} frequencies, got "
                          f"{tuple(positions.shape)} and {tuple(inv_freq.shape)}")
@@ -52,6 +58,7 @@ def apply_rope_(x, positions, inv_freq):
         block_h = min(16, triton.next_power_of_2(H))
         rope_kernel[(B, triton.cdiv(H, block_h))](x, positions, inv_freq, x.stride(0), x.stride(1), H,
                                                    HALF=D // 2, BLOCK_H=block_h)
+        torch.autograd.graph.increment_version(x)  # as PyTorch's in-place ops: a saved x now fails its check
     return x
 
 
@@ -74,8 +81,8 @@ def write_kv(k_pool, v_pool, k, v, block_tables, positions):
     """k_pool[slot of (b, positions[b])] = k[b], v_pool alike, for every token b of the batch. No data checks
     (a decode step runs inside a CUDA graph): positions must lie inside each sequence's block table."""
     require("write_kv", k_pool=k_pool, v_pool=v_pool, k=k, v=v)  # one device, one dtype
-    require("write_kv", dtypes=(torch.int32,), ndim=2, block_tables=block_tables)
-    require("write_kv", dtypes=(torch.int32, torch.int64), ndim=1, positions=positions)
+    require("write_kv", dtypes=(torch.int32,), ndim=2, device=k.device, block_tables=block_tables)
+    require("write_kv", dtypes=(torch.int32, torch.int64), ndim=1, device=k.device, positions=positions)
     if k_pool.dim() != 4 or k.dim() != 3 or v.dim() != 3:
         raise ValueError(f"write_kv(): need pools [blocks, page, G, d] and k, v [B, G, d], got "
                          f"{k_pool.dim()}-D pools and {k.dim()}-D, {v.dim()}-D k and v")
@@ -88,10 +95,15 @@ def write_kv(k_pool, v_pool, k, v, block_tables, positions):
     if D & (D - 1) or block_tables.shape[0] != B or positions.shape != (B,):
         raise ValueError(f"write_kv(): head_dim {D} must be a power of two, with one block table and one position "
                          f"per token ({B}), got {block_tables.shape[0]} and {tuple(positions.shape)}")
+    if B and G and D and not (k_pool.shape[0] and page and block_tables.shape[1]):
+        raise ValueError(f"write_kv(): pools {tuple(k_pool.shape)} and block tables {tuple(block_tables.shape)} "
+                         "hold no slot to write a token into")
+    if overlaps(k_pool) or overlaps(v_pool):
+        raise ValueError(f"write_kv(): the pools' slots share memory (strides {k_pool.stride()}: expanded?)")
     if block_tables.stride(1) != 1:  # the kernel reads a table's entries with stride 1
         block_tables = block_tables.contiguous()
     positions = positions.contiguous()
-    if B:
+    if B and G and D:  # G or D of 0: nothing to write
         write_kv_kernel[(B,)](k, v, k_pool, v_pool, block_tables, positions, k.stride(0), k.stride(1), v.stride(0),
                               v.stride(1), k_pool.stride(0), k_pool.stride(1), k_pool.stride(2),
                               block_tables.stride(0), G, PAGE=page, D=D, BLOCK_H=triton.next_power_of_2(G))
@@ -159,6 +171,10 @@ def decode_linear(x, weight, *, residual=None, up=None, tile=None):
     if K == 0:
         return y.copy_(residual) if residual is not None else y.zero_()  # silu(0) * 0 = 0
     bm, bn, bk, warps, stages = tile or DECODE_TILE
+    require_tiles("decode_linear", 16, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)  # sides of tl.dot
+    require_tiles("decode_linear", 1, num_warps=warps)
+    if isinstance(stages, bool) or not isinstance(stages, int) or stages < 1:
+        raise ValueError(f"decode_linear(): num_stages must be an int >= 1, got {stages!r}")
     bm = max(bm, min(64, triton.next_power_of_2(M)))  # one row tile up to 64 tokens: each weight read once
     epilogue = "residual" if residual is not None else "swiglu" if up is not None else "none"
     other = residual if residual is not None else up if up is not None else y

@@ -92,16 +92,16 @@ def check_paged_inputs(q, k_pool, v_pool, block_tables, lengths):
     """Refuse, before any launch, what paged_decode_kernel cannot compute (this reads the tables: one sync,
     skipped while a CUDA graph is captured)."""
     require("paged_attention", ndim=3, q=q)
-    require("paged_attention", ndim=4, k_pool=k_pool, v_pool=v_pool)
-    require("paged_attention", dtypes=(torch.int32,), ndim=2, block_tables=block_tables)
-    require("paged_attention", dtypes=(torch.int32, torch.int64), ndim=1, lengths=lengths)
+    require("paged_attention", ndim=4, device=q.device, k_pool=k_pool, v_pool=v_pool)
+    require("paged_attention", dtypes=(torch.int32,), ndim=2, device=q.device, block_tables=block_tables)
+    require("paged_attention", dtypes=(torch.int32, torch.int64), ndim=1, device=q.device, lengths=lengths)
     (B, Hq, D), (blocks, page, Hkv, Dk) = q.shape, k_pool.shape
     if q.dtype != k_pool.dtype or v_pool.shape != k_pool.shape or v_pool.dtype != k_pool.dtype:
         raise ValueError(f"q {tuple(q.shape)} {q.dtype}, k_pool {tuple(k_pool.shape)} {k_pool.dtype} and v_pool "
                          f"{tuple(v_pool.shape)} {v_pool.dtype}: k_pool and v_pool must match, in q's dtype")
     if Dk != D or D < 16 or D & (D - 1):
         raise ValueError(f"head_dim must be a power of two >= 16 and the same in q ({D}) and the pool ({Dk})")
-    if Hq % Hkv:
+    if not Hkv or Hq % Hkv:
         raise ValueError(f"the {Hq} query heads must be a multiple of the pool's {Hkv} K/V heads (GQA)")
     if block_tables.shape[0] != B or lengths.shape[0] != B:
         raise ValueError(f"{B} queries, but {block_tables.shape[0]} block tables and {lengths.shape[0]} lengths")
@@ -140,8 +140,9 @@ def paged_attention(q, k_pool, v_pool, block_tables, lengths, *, scale=None, spl
     (B, Hq, D), (_, page, Hkv, _) = q.shape, k_pool.shape
     if splits is None:
         splits = default_splits(B, Hkv, block_tables.shape[1] * page)
-    if splits < 1 or splits & (splits - 1):
-        raise ValueError(f"splits must be a power of two >= 1, got {splits}")
+    require_tiles("paged_attention", 1, splits=splits)  # the merge's tl.arange(0, SPLITS)
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, int | float)):
+        raise TypeError(f"paged_attention(): scale must be a Python number, got {type(scale).__name__}")
     block_n = block_n or 64  # whatever the page: the fastest of 32, 64 and 128 tokens on an H200
     require_tiles("paged_attention", 16, block_n=block_n)  # a side of tl.dot
     if block_tables.stride(1) != 1:  # the kernel reads a table's entries with stride 1

@@ -256,6 +256,9 @@ def test_softmax_refusals():
         sm.softmax_online(x, block=100)
     with pytest.raises(ValueError, match="differ"):
         sm.softmax_backward(x, x[:, :5])
+    for block in (100, 0, -4, 8.0):
+        with pytest.raises(ValueError, match=r"softmax_backward\(\): block must be a power of two >= 1"):
+            sm.softmax_backward(x, x, block=block)
 
 
 @pytest.mark.skipif(not GPU, reason="rows this wide take minutes in Triton's interpreter")
@@ -347,6 +350,12 @@ def test_norm_refusals_and_empty():
     y, mean, rstd = ln.layer_norm_fwd(x8[:0], w8, b8)  # no rows: nothing to launch
     dx, dw, db = ln.layer_norm_bwd(y, x8[:0], w8, mean, rstd)
     assert y.shape == (0, 8) and dx.shape == (0, 8) and torch.equal(dw, torch.zeros(8, device=DEVICE))
+    _, mean, rstd = ln.layer_norm_fwd(x8, w8, b8)
+    for programs in (0, -1):
+        with pytest.raises(ValueError, match="programs must be at least 1"):
+            ln.layer_norm_bwd(x8, x8, w8, mean, rstd, programs=programs)
+        with pytest.raises(ValueError, match="programs must be at least 1"):
+            ln.rms_norm_bwd(x8, x8, w8, rstd, programs=programs)
 
 
 @pytest.mark.parametrize("kind", ["layer", "rms"])

@@ -151,6 +151,8 @@ def default_programs() -> int:
 def bwd_config(M, N, rows=None, num_warps=None, programs=None):
     """(BLOCK_N, ROWS, num_warps, rows_per_program, G) for the backward kernels."""
     block_n, rows, num_warps = tile_config(M, N, rows, num_warps, tile=TILE_BWD)
+    if programs is not None and programs < 1:
+        raise ValueError(f"programs must be at least 1, got {programs}")
     programs = programs or default_programs()
     rows_per_program = triton.cdiv(triton.cdiv(M, programs), rows) * rows
     return block_n, rows, num_warps, rows_per_program, triton.cdiv(M, rows_per_program)

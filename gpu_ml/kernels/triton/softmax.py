@@ -8,7 +8,7 @@ import torch
 import triton
 import triton.language as tl
 
-from gpu_ml.validate import interpreting, require
+from gpu_ml.validate import interpreting, require, require_tiles
 
 
 def check_input(x, fn="softmax", name="x"):
@@ -211,6 +211,8 @@ def softmax_backward(y, dy, *, block=None):
     if y.shape != dy.shape or y.dtype != dy.dtype:
         raise ValueError(f"softmax_backward(): y and dy shapes/dtypes differ: {tuple(y.shape)} {y.dtype} vs "
                          f"{tuple(dy.shape)} {dy.dtype}")
+    if block is not None:
+        require_tiles("softmax_backward", 1, block=block)  # the kernel's tl.arange(0, BLOCK)
     n_rows, n_cols = y.shape
     dx = torch.empty((n_rows, n_cols), device=y.device, dtype=y.dtype)
     if dx.numel() == 0:

@@ -38,6 +38,32 @@ def _outputs(value) -> list[torch.Tensor]:
 
 
 Tolerance = float | Mapping[torch.dtype, float] | None
+GUARD = 4096  # elements of NaN around each floating input: a read past either end poisons the result
+
+
+def _guarded(t: object) -> object:
+    """A contiguous floating tensor copied into the middle of a NaN buffer (the same values, shape and dtype); any
+    other argument as it is."""
+    if not isinstance(t, torch.Tensor) or not t.is_floating_point() or not t.is_contiguous():
+        return t
+    base = torch.full((t.numel() + 2 * GUARD,), float("nan"), dtype=t.dtype, device=t.device)
+    return base[GUARD : GUARD + t.numel()].view(t.shape).copy_(t)
+
+
+def _unchanged(t: torch.Tensor, before: torch.Tensor) -> bool:
+    same = t == before
+    return bool((same | t.isnan() & before.isnan() if t.is_floating_point() else same).all())
+
+
+def _least_precise(expected: torch.Tensor, args: tuple) -> torch.dtype | None:
+    """The least precise floating dtype an attempt may return: the reference's, or the most precise floating input's
+    where that is less precise (a reference may compute fp16 inputs in fp32); without floating inputs, the
+    reference's unless it is float64 (an exact reference: then any)."""
+    eps = lambda d: torch.finfo(d).eps  # noqa: E731
+    inputs = [a.dtype for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
+    if not inputs:
+        return None if expected.dtype == torch.float64 else expected.dtype
+    return max(expected.dtype, min(inputs, key=eps), key=eps)
 
 
 def grade(name: str, attempt: Callable, reference: Callable, cases: Mapping[str, tuple], *,
@@ -47,7 +73,9 @@ def grade(name: str, attempt: Callable, reference: Callable, cases: Mapping[str,
     A tolerance may be given per dtype of the output ({torch.float32: 1e-4}); `check`'s default otherwise.
 
     Prints "PASS" with the number of cases, or "not solved yet" with the case, the output and the first
-    wrong element, or what the attempt raised (NotImplementedError: the untouched stub).
+    wrong element, or what the attempt raised (NotImplementedError: the untouched stub). The attempt gets the floating
+    inputs in NaN guard bands (a read past an end poisons its result), must leave its inputs as they were, and may not
+    return a less precise floating dtype than the reference (whose looser tolerance would pass a wrong answer).
     """
     def verdict(passed: bool, message: str) -> Verdict:
         if not quiet:
@@ -59,6 +87,8 @@ def grade(name: str, attempt: Callable, reference: Callable, cases: Mapping[str,
     for case, args in cases.items():
         # The reference first, on copies: an attempt that works in place must not change what it is graded against.
         expected = _outputs(reference(*(a.clone() if isinstance(a, torch.Tensor) else a for a in args)))
+        args = tuple(_guarded(a) for a in args)
+        before = [a.clone() if isinstance(a, torch.Tensor) else None for a in args]
         try:
             got = _outputs(attempt(*args))
         except NotImplementedError:
@@ -69,8 +99,17 @@ def grade(name: str, attempt: Callable, reference: Callable, cases: Mapping[str,
         if len(got) != len(expected):
             return verdict(False, f"{name}: not solved yet: on case {case!r} it returned {len(got)} tensors, "
                                   f"expected {len(expected)}")
+        changed = [i for i, (a, b) in enumerate(zip(args, before, strict=True))
+                   if b is not None and not _unchanged(a, b)]
+        if changed:
+            return verdict(False, f"{name}: not solved yet: on case {case!r} the attempt changed its input "
+                                  f"{changed[0]} (counting from 0); only what it returns may differ")
         for k, (g, e) in enumerate(zip(got, expected, strict=True)):
             label = f"output {k}" if len(expected) > 1 else "the output"
+            least = _least_precise(e, args) if g.is_floating_point() and e.is_floating_point() else None
+            if least is not None and torch.finfo(g.dtype).eps > torch.finfo(least).eps:
+                return verdict(False, f"{name}: not solved yet: case {case!r}, {label} has dtype {g.dtype}, less "
+                                      f"precise than the {least} expected")
             try:
                 check(g, e.to(g.dtype) if g.dtype != e.dtype and g.is_floating_point() else e,
                       atol=_for(atol, g.dtype), rtol=_for(rtol, g.dtype), name=label, quiet=True)

@@ -4,10 +4,12 @@ A learner writes a `@triton.jit` kernel with the signature the notebook gives. `
 launches it on every case with the puzzle's fixed block sizes and compares what it wrote with the reference
 (float64) through `gpu_ml.grading.grade`: PASS, or the case and first wrong element, printed and returned.
 
-Every tensor a kernel sees lies in the middle of a guard band (NaN, or 255 for bytes) as long as itself plus
-`GUARD` elements on each side, and outputs start as NaN. A kernel that stores nothing fails on its values; one
-that writes outside an output (a store without a mask) or into an input raises `OutOfBounds`, which the grader
-reports. Reads are not checked, but a load past the end of an input reads NaN, which spreads into the result.
+Every tensor a kernel sees lies in the middle of a guard band as long as itself plus `GUARD` elements on each side:
+NaN (255 for bytes) around an input, OUTPUT_GUARD around an output, and outputs start as NaN. A kernel that stores
+nothing fails on its values; one that writes outside an output (a store without a mask, also of the NaN it loaded
+past an input) or into an input raises `OutOfBounds`, which the grader reports. Reads are not checked, but a load
+past the end of an input reads NaN, which spreads into the result where it is stored. The kernel must be a Triton
+kernel (`KernelInterface`): an object that computes on the host is refused.
 """
 
 from __future__ import annotations
@@ -55,6 +57,9 @@ class Puzzle:
 # --- memory with guard bands ----------------------------------------------------------------------------
 
 
+OUTPUT_GUARD = {True: -12345.0, False: 77}  # an output's guard band (floating, integer): no value a kernel computes
+
+
 class Memory:
     """The tensors of one launch, each in a guard band; `check()` raises `OutOfBounds` for a stray write."""
 
@@ -62,11 +67,15 @@ class Memory:
         self._watched: list[tuple[str, torch.Tensor, torch.Tensor, tuple[int, int] | None]] = []
 
     @staticmethod
-    def _place(shape: tuple[int, ...], dtype: torch.dtype, pitch: int | None) -> tuple[torch.Tensor, torch.Tensor, int]:
+    def _place(shape: tuple[int, ...], dtype: torch.dtype, pitch: int | None,
+               guard: float | None = None) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """The tensor's place in a buffer of NaN (255 for integers); its guard band filled with `guard` if given."""
         n = math.prod(shape) if pitch is None else shape[0] * pitch
         pad = n + GUARD
         fill = float("nan") if dtype.is_floating_point else 255
         base = torch.full((n + 2 * pad,), fill, dtype=dtype, device=kernel_device())
+        if guard is not None:
+            base[:pad] = base[pad + n :] = guard
         body = base[pad : pad + n]
         view = body.view(shape) if pitch is None else body.view(shape[0], pitch)[:, : shape[1]]
         return base, view, pad
@@ -79,8 +88,9 @@ class Memory:
         return view
 
     def output(self, name: str, shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """A contiguous output filled with NaN, in a guard band: the kernel may write only inside it."""
-        base, view, pad = self._place(tuple(shape), dtype, None)
+        """A contiguous output filled with NaN, in a guard band: the kernel may write only inside it. The band holds
+        OUTPUT_GUARD, not NaN: an unmasked lane that loads the inputs' NaN band and stores NaN changes it too."""
+        base, view, pad = self._place(tuple(shape), dtype, None, OUTPUT_GUARD[dtype.is_floating_point])
         self._watched.append((name, base, base.clone(), (pad, pad + view.numel())))
         return view
 
@@ -561,9 +571,16 @@ def grade_puzzle(name: str, kernel: object, quiet: bool = False) -> Verdict:
     if name not in PUZZLES:
         raise KeyError(f"no puzzle {name!r}; the puzzles are {', '.join(PUZZLES)}")
     puzzle = PUZZLES[name]
+
+    def launch(*args: torch.Tensor) -> torch.Tensor:
+        from triton.runtime import KernelInterface  # here: Triton is imported after setup() chose the interpreter
+
+        if not isinstance(kernel, KernelInterface):  # a host function would pass without being a kernel
+            raise TypeError(f"the attempt is a {type(kernel).__name__}, not a @triton.jit kernel")
+        return puzzle.launch(kernel, *args)
+
     with np.errstate(all="ignore"):  # the interpreter's NumPy would warn where a GPU quietly gives inf or NaN
-        return grade(name, lambda *args: puzzle.launch(kernel, *args), puzzle.reference, puzzle.cases(),
-                     atol=puzzle.atol, rtol=puzzle.rtol, quiet=quiet)
+        return grade(name, launch, puzzle.reference, puzzle.cases(), atol=puzzle.atol, rtol=puzzle.rtol, quiet=quiet)
 
 
 def show_puzzle(name: str, kernel: object, case: str | None = None) -> list:

@@ -66,6 +66,24 @@ def test_a_wrong_answer_names_the_case(capsys):
         grade_exercise("nope", None)
 
 
+def test_in_place_add_must_return_x_and_reverse_must_not_write_before_y():
+    solution = _solutions(EXERCISES["add_in_place"].notebook).add_
+
+    def add_returning_none(x, y):
+        solution(x, y)
+
+    verdict = grade_exercise("add_in_place", add_returning_none, quiet=True)
+    assert not verdict and "add_(x, y) must return x itself" in verdict.message
+
+    @triton.jit
+    def reverse_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):  # scatters without a mask: lanes past n land before y
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + (n - 1 - offs), tl.load(x_ptr + offs, mask=offs < n), mask=offs >= 0)
+
+    verdict = grade_exercise("reverse", reverse_kernel, quiet=True)
+    assert not verdict and "before its start" in verdict.message, verdict.message
+
+
 def test_two_exercises_of_one_name_are_refused(monkeypatch):
     import importlib
 

@@ -73,6 +73,37 @@ def test_grade_runs_the_reference_on_copies_first_and_needs_cases():
         grade("relu", torch.relu, torch.relu, {})
 
 
+def test_inputs_sit_in_nan_guard_bands_and_must_come_back_unchanged():
+    """A read past either end of a floating input gets NaN (the answer is poisoned); an attempt that changes an input
+    (in place, where it should not) fails even when what it returns is right."""
+    x = torch.arange(6.0)
+
+    def seen(t):
+        assert t.is_contiguous() and torch.equal(t, x) and t.data_ptr() != x.data_ptr()
+        return 2 * t
+
+    assert grade("double", seen, lambda t: 2 * t, {"6": (x,)}, quiet=True)
+    past = lambda t: 2 * t + 0 * torch.as_strided(t, (1,), (1,), t.storage_offset() + t.numel())  # noqa: E731
+    before = lambda t: 2 * t + 0 * torch.as_strided(t, (1,), (1,), t.storage_offset() - 1)  # noqa: E731
+    for attempt in (past, before):
+        verdict = grade("double", attempt, lambda t: 2 * t, {"6": (x,)}, quiet=True)
+        assert not verdict and "got nan" in verdict.message
+    changed = grade("double", lambda t: 2 * t.mul_(1.0).add_(0.5) - 1, lambda t: 2 * t, {"6": (x,)}, quiet=True)
+    assert not changed and "the attempt changed its input 0" in changed.message
+    assert torch.equal(x, torch.arange(6.0))  # the case's own tensor is never handed over
+
+
+def test_an_attempt_may_not_pass_on_a_looser_dtype():
+    """bfloat16's tolerance would pass a 1.5% error on float32 inputs: a less precise output fails. A reference that
+    computes fp16 inputs in float32 still takes an fp16 answer, and a float64 reference a float32 one."""
+    x = torch.linspace(-3, 3, 50)
+    cheat = grade("scale", lambda t: (3 * t * 1.015).bfloat16(), lambda t: 3 * t, {"50": (x,)}, quiet=True)
+    assert not cheat and "has dtype torch.bfloat16, less precise than the torch.float32 expected" in cheat.message
+    assert grade("scale", lambda t: 3 * t, lambda t: 3 * t.float(), {"50": (x.half(),)}, quiet=True)
+    assert grade("scale", lambda t: 3 * t, lambda t: 3 * t.double(), {"50": (x,)}, quiet=True)
+    assert grade("count", lambda t: t.float(), lambda t: t.double(), {"ints": (torch.arange(5),)}, quiet=True)
+
+
 def test_check_fails_a_number_where_nan_is_expected_and_refuses_bad_tolerances():
     nan = torch.tensor([float("nan")])
     with pytest.raises(AssertionError, match="1 of 1 elements differ"):

@@ -75,6 +75,12 @@ BUGS = {
                     "OutOfBounds: the kernel wrote outside z"),
     "add_constant": ("tl.store(z_ptr + offs, x + 10.0, mask=mask)", "tl.store(x_ptr + offs, x + 10.0, mask=mask)",
                      "into its input x"),
+    # no mask at all: the lanes past the end load the inputs' NaN band and store NaN past z's end, into z's own band
+    "outer_add": ("x = tl.load(x_ptr + i, mask=i < M)\n    y = tl.load(y_ptr + j, mask=j < N)\n    mask = "
+                  "(i[:, None] < M) & (j[None, :] < N)", "x = tl.load(x_ptr + i)\n    y = tl.load(y_ptr + j)\n    "
+                  "mask = None", "OutOfBounds: the kernel wrote outside z"),
+    "add_matrices": ("mask = (i[:, None] < M) & (j[None, :] < N)\n    x = tl.load(x_ptr",
+                     "mask = j[None, :] < N\n    x = tl.load(x_ptr", "OutOfBounds: the kernel wrote outside z"),
     "outer_add_blocks": ("mask = (i[:, None] < M) & (j[None, :] < N)", "mask = i[:, None] < M", "not solved yet"),
     "mul_relu_backward": ("x * y[None, :] > 0", "x * y[None, :] >= 0", "not solved yet: case"),
     "row_max": ('mask=offs < N, other=float("-inf")', "mask=offs < N, other=0.0", "all negative"),
@@ -94,6 +100,16 @@ def test_a_planted_bug_fails(solutions, name):
     assert source.count(old) == 1, f"the solution of {name} changed: update BUGS"
     verdict = grade_puzzle(name, kernel_from_cell(name, source.replace(old, new)), quiet=True)
     assert not verdict and expected in verdict.message, verdict.message
+
+
+def test_a_host_function_is_not_a_kernel(solutions):
+    """An object that launches like a kernel (kernel[grid](...)) but computes on the host is refused."""
+    class HostAdd:
+        def __getitem__(self, grid):
+            return lambda x_ptr, z_ptr, N, B: z_ptr.copy_(x_ptr + 10.0)
+
+    verdict = grade_puzzle("add_constant", HostAdd(), quiet=True)
+    assert not verdict and "the attempt is a HostAdd, not a @triton.jit kernel" in verdict.message
 
 
 def test_progress_and_unknown_names(capsys, stubs):

@@ -17,9 +17,11 @@ def _vectors() -> Cases:
 
 
 def _in_place(fn: Callable, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Call fn(x, y) on a copy of x and return that copy: what an in-place add left in it."""
+    """Call fn(x, y) on a copy of x and return that copy: what an in-place add left in it. fn must return x itself,
+    as PyTorch's in-place ops do."""
     mine = x.clone()
-    fn(mine, y)
+    if fn(mine, y) is not mine:
+        raise AssertionError("add_(x, y) must return x itself, the tensor it changed in place (as torch's x.add_(y))")
     return mine
 
 
@@ -56,18 +58,19 @@ def _refuses_mismatched_shapes(fn: Callable, x: torch.Tensor, y: torch.Tensor) -
 
 
 def _reverse_with_guards(kernel: Callable, x: torch.Tensor, block: int = 64) -> torch.Tensor:
-    """Launch kernel(x, y, n, BLOCK=block) with x followed by NaN (a read past its end poisons y) and y followed by a
-    guard region (a write past its end is caught): what a missing or wrong mask looks like in the interpreter."""
+    """Launch kernel(x, y, n, BLOCK=block) with x between bands of NaN (a read past either end poisons y) and y
+    between guard bands (a write past either end is caught): what a missing or wrong mask looks like."""
     n = x.numel()
-    x_buffer = torch.full((n + block,), float("nan"), device=x.device)
-    x_buffer[:n] = x
+    x_buffer = torch.full((n + 2 * block,), float("nan"), device=x.device)
+    x_buffer[block : block + n] = x
     canary = -12345.0
-    y_buffer = torch.full((n + block,), canary, device=x.device)
-    kernel[(-(-n // block),)](x_buffer[:n], y_buffer[:n], n, BLOCK=block)
-    past = int((y_buffer[n:] != canary).sum())
-    if past:
-        raise AssertionError(f"the kernel wrote {past} elements past the end of y (n={n}, BLOCK={block})")
-    return y_buffer[:n]
+    y_buffer = torch.full((n + 2 * block,), canary, device=x.device)
+    kernel[(-(-n // block),)](x_buffer[block : block + n], y_buffer[block : block + n], n, BLOCK=block)
+    before, past = int((y_buffer[:block] != canary).sum()), int((y_buffer[block + n :] != canary).sum())
+    if before or past:
+        raise AssertionError(f"the kernel wrote {past} elements past the end of y and {before} before its start "
+                             f"(n={n}, BLOCK={block})")
+    return y_buffer[block : block + n]
 
 
 def _checks_on_host(fn: Callable, x: torch.Tensor, alpha: float) -> torch.Tensor:

@@ -5,8 +5,10 @@ returns 0 (or a CUDA error code). A `Cudaling` says how to call that function on
 computes instead; `grade_cudaling(NAME, fn)` runs them through `gpu_ml.grading.grade` on a GPU. Without one it
 says the cell compiled and that grading needs a CUDA GPU, and returns a falsy verdict: it never raises.
 
-Every output the kernel writes is followed by GUARD untouched elements (NaN, or -1 for int32): a store past the
-end of an output, from a thread that should have had nothing to do, is reported as such.
+Every output the kernel writes starts as NaN (-1 for integers) and is followed by a guard band of GUARD elements, or
+as many as the output has if more, holding OUTPUT_GUARD: a store past the end of an output, from a thread that should
+have had nothing to do, is reported as such, also when what it stores is the inf or NaN it read past an input's end
+(gpu_ml.grading puts the inputs in guard bands of those).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from gpu_ml.env import capability, has_gpu
 from gpu_ml.grading import Verdict, grade
 
 GUARD = 1024  # elements behind each output that must stay as they were (a block hangs over the end by < 1024)
+OUTPUT_GUARD = {True: -12345.0, False: -123456789}  # what they hold (floating, integer): no value a kernel computes
 NAN = float("nan")
 # The CUDA errors an exercise's launch most often returns (the rest are named by number).
 _ERRORS = {1: "cudaErrorInvalidValue", 2: "cudaErrorMemoryAllocation", 9: "cudaErrorInvalidConfiguration",
@@ -64,15 +67,18 @@ def randn_on(g: torch.Generator, *shape: int, device: str, dtype: torch.dtype = 
     return torch.randn(*shape, generator=g).to(device=device, dtype=dtype)
 
 
-def guarded_buffer(n: int, device: str, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """n output elements and GUARD more, all NaN (int32: -1); the kernel gets the start of it."""
-    return torch.full((n + GUARD,), NAN if dtype.is_floating_point else -1, dtype=dtype, device=device)
+def guarded_buffer(n: int, device: str, dtype: torch.dtype = torch.float32, guard: int = GUARD) -> torch.Tensor:
+    """n output elements of NaN (integers: -1), then max(guard, n) of OUTPUT_GUARD (a 2-D grid that hangs over by
+    whole rows reaches far past the end); the kernel gets the start of it."""
+    buf = torch.full((n + max(guard, n),), OUTPUT_GUARD[dtype.is_floating_point], dtype=dtype, device=device)
+    buf[:n] = NAN if dtype.is_floating_point else -1
+    return buf
 
 
 def inside_guard(buf: torch.Tensor, n: int, arg: str = "out") -> torch.Tensor:
-    """buf[:n], once the GUARD elements behind them are checked untouched."""
+    """buf[:n], once the elements behind them are checked untouched (still OUTPUT_GUARD)."""
     tail = buf[n:]
-    changed = ~tail.isnan() if tail.is_floating_point() else tail != -1
+    changed = tail != torch.full((), OUTPUT_GUARD[tail.is_floating_point()], dtype=tail.dtype, device=tail.device)
     if changed.any():
         first = n + int(changed.nonzero()[0])
         raise AssertionError(f"{arg}[{first}] was written, but {arg} has {n} elements: a thread past the end "
@@ -518,6 +524,9 @@ def grade_spec(spec: Cudaling, fn: Callable, *, quiet: bool = False) -> Verdict:
         need, have = ".".join(map(str, spec.capability)), ".".join(map(str, this))
         return _say(name, f"{name}: compiled; grading needs compute capability {need} or newer (this GPU has "
                           f"{have})", quiet)
+    if got is None:  # a Python function would be graded without any kernel
+        return _say(name, f"{name}: not solved yet: grade the host function a %%cuda cell built, not a "
+                          f"{type(fn).__name__}", quiet)
     return run_cases(spec, fn, quiet=quiet)
 
 

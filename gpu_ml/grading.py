@@ -38,16 +38,20 @@ def _outputs(value) -> list[torch.Tensor]:
 
 
 Tolerance = float | Mapping[torch.dtype, float] | None
-GUARD = 4096  # elements of NaN around each floating input: a read past either end poisons the result
+GUARD = 4096  # guard elements on each side of a floating input
+# What they hold, from the input's ends outwards: +inf first (the element `i <= n` reads), then -inf, then NaN, over
+# and over. A read past an end poisons a sum, a max (fmaxf and tl.maximum drop NaN, not inf), a comparison x > t.
+_BAND = (float("inf"), float("-inf"), float("nan"))
 
 
 def _guarded(t: object) -> object:
-    """A contiguous floating tensor copied into the middle of a NaN buffer (the same values, shape and dtype); any
+    """A contiguous floating tensor copied into the middle of a guard band (the same values, shape and dtype); any
     other argument as it is."""
     if not isinstance(t, torch.Tensor) or not t.is_floating_point() or not t.is_contiguous():
         return t
-    base = torch.full((t.numel() + 2 * GUARD,), float("nan"), dtype=t.dtype, device=t.device)
-    return base[GUARD : GUARD + t.numel()].view(t.shape).copy_(t)
+    band = torch.tensor(_BAND, dtype=t.dtype, device=t.device).repeat(-(-GUARD // len(_BAND)))[:GUARD]
+    base = torch.cat([band.flip(0), t.flatten(), band])
+    return base[GUARD : GUARD + t.numel()].view(t.shape)
 
 
 def _unchanged(t: torch.Tensor, before: torch.Tensor) -> bool:
@@ -74,8 +78,9 @@ def grade(name: str, attempt: Callable, reference: Callable, cases: Mapping[str,
 
     Prints "PASS" with the number of cases, or "not solved yet" with the case, the output and the first
     wrong element, or what the attempt raised (NotImplementedError: the untouched stub). The attempt gets the floating
-    inputs in NaN guard bands (a read past an end poisons its result), must leave its inputs as they were, and may not
-    return a less precise floating dtype than the reference (whose looser tolerance would pass a wrong answer).
+    inputs in guard bands of inf, -inf and NaN (a read past an end poisons its result), must leave its inputs as they
+    were, and may not return a less precise floating dtype than the reference (whose looser tolerance would pass a
+    wrong answer).
     """
     def verdict(passed: bool, message: str) -> Verdict:
         if not quiet:

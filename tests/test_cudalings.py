@@ -133,6 +133,16 @@ def test_an_older_gpu_is_told_which_capability_is_needed(monkeypatch):
         grade_cudaling("nope", lambda *args: 0)
 
 
+def test_a_python_function_is_not_graded_as_a_host_function(monkeypatch):
+    """One that fills the output with PyTorch would pass every case without a kernel."""
+    import gpu_ml.cudalings as cudalings
+
+    monkeypatch.setattr(cudalings, "has_gpu", lambda: True)
+    monkeypatch.setattr(cudalings, "capability", lambda: (9, 0))
+    verdict = grade_cudaling("add_guarded", lambda x, y, out, n: out[:n].copy_(x + y) and 0, quiet=True)
+    assert not verdict and "grade the host function a %%cuda cell built, not a function" in verdict.message
+
+
 # ----------------------------------------------------------------------------- the graders' code, on CPU stand-ins
 # Each stand-in does in PyTorch, on CPU tensors, what the solution's host function does on the GPU: it writes the
 # right values into the buffers it is given and returns the same code. The grader must pass it; it must fail one that
@@ -252,13 +262,15 @@ def test_the_grader_catches_a_store_past_the_end_and_an_error_code(name):
     right = _as_called(name, STANDINS[name])
     last_pointer = max(i for i, p in enumerate(spec.params) if p.endswith("*"))  # an output, in every exercise
 
-    def past_the_end(*args):
-        rc = right(*args)
-        args[last_pointer][-GUARD // 2] = 7
-        return rc
+    for stray in (7, "the old guard value"):  # NaN, or -1 for integers: what an overrun may store (the inputs' band)
+        def past_the_end(*args, stray=stray):
+            rc = right(*args)
+            out = args[last_pointer]
+            out[-GUARD // 2] = (float("nan") if out.is_floating_point() else -1) if isinstance(stray, str) else stray
+            return rc
 
-    verdict = run_cases(spec, past_the_end, "cpu", quiet=True)
-    assert not verdict and "was written, but" in verdict.message, verdict.message
+        verdict = run_cases(spec, past_the_end, "cpu", quiet=True)
+        assert not verdict and "was written, but" in verdict.message, verdict.message
     failed = run_cases(spec, _as_called(name, lambda *args: 9), "cpu", quiet=True)
     assert not failed and "returned 9" in failed.message, failed.message
 

@@ -45,7 +45,7 @@ def _index_3d_cases(device: str) -> Cases:
 
 def _index_3d_run(fn: Callable, depth: int, rows: int, cols: int, device: str):
     n = depth * rows * cols
-    outs = [guarded_buffer(n + _EXTRA_3D, device, torch.int32) for _ in range(3)]
+    outs = [guarded_buffer(n, device, torch.int32, guard=_EXTRA_3D) for _ in range(3)]
     checked_call(fn, *outs, depth, rows, cols)
     return tuple(inside_guard(buf, n, name).view(depth, rows, cols)
                  for buf, name in zip(outs, ("depth_of", "row_of", "col_of"), strict=True))

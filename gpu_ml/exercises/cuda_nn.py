@@ -30,6 +30,8 @@ def _one_launch_cases(device: str) -> Cases:
             "n=1000, normal": (torch.randn(1000, generator=g).to(device),),
             "n=4097, normal (2 blocks)": (torch.randn(4097, generator=g).to(device),),
             "n=2^20+3, integers (256 blocks)": (_integers(g, 2**20 + 3, device),),
+            # fractions in 256 blocks: only a fixed order of adding them gives the same bits on both calls
+            "n=2^20+3, normal / 100 (256 blocks)": ((torch.randn(2**20 + 3, generator=g) / 100).to(device),),
             "n=3000000, integers (256 blocks, 12 loads per thread)": (_integers(g, 3_000_000, device),)}
 
 

@@ -46,8 +46,8 @@ _BAND = (float("inf"), float("-inf"), float("nan"))
 
 def _guarded(t: object) -> object:
     """A contiguous floating tensor copied into the middle of a guard band (the same values, shape and dtype); any
-    other argument as it is."""
-    if not isinstance(t, torch.Tensor) or not t.is_floating_point() or not t.is_contiguous():
+    other argument (a view, integers, a leaf of autograd) as it is."""
+    if not isinstance(t, torch.Tensor) or not t.is_floating_point() or not t.is_contiguous() or t.requires_grad:
         return t
     band = torch.tensor(_BAND, dtype=t.dtype, device=t.device).repeat(-(-GUARD // len(_BAND)))[:GUARD]
     base = torch.cat([band.flip(0), t.flatten(), band])

@@ -201,7 +201,8 @@ def test_decode_linear_refusals():
                                  (dict(x=x, weight=w, tile=(16, 48, 64, 4, 2)), ValueError, "BLOCK_N must be"),
                                  (dict(x=x, weight=w, tile=(16, 64, 8, 4, 2)), ValueError, "BLOCK_K must be"),
                                  (dict(x=x, weight=w, tile=(16, 64, 64, 3, 2)), ValueError, "num_warps must be"),
-                                 (dict(x=x, weight=w, tile=(16, 64, 64, 4, 0)), ValueError, "num_stages must be")]:
+                                 (dict(x=x, weight=w, tile=(16, 64, 64, 4, 0)), ValueError, "num_stages must be"),
+                                 (dict(x=x[:, :0], weight=w[:, :0], tile=(16, 48, 64, 4, 2)), ValueError, "BLOCK_N")]:
         with pytest.raises(error, match=match):
             dec.decode_linear(**kwargs)
 

@@ -165,16 +165,16 @@ def decode_linear(x, weight, *, residual=None, up=None, tile=None):
         raise ValueError(f"decode_linear(): residual must be [{M}, {N}], got {tuple(residual.shape)}")
     if any(t.stride(1) != 1 for t in (x, weight, *extra.values()) if t.shape[1] > 1):
         raise ValueError("decode_linear(): x, weight, up and residual need stride 1 along their last dimension")
-    y = torch.empty(M, N, device=x.device, dtype=x.dtype)
-    if M == 0 or N == 0:
-        return y
-    if K == 0:
-        return y.copy_(residual) if residual is not None else y.zero_()  # silu(0) * 0 = 0
     bm, bn, bk, warps, stages = tile or DECODE_TILE
     require_tiles("decode_linear", 16, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)  # sides of tl.dot
     require_tiles("decode_linear", 1, num_warps=warps)
     if isinstance(stages, bool) or not isinstance(stages, int) or stages < 1:
         raise ValueError(f"decode_linear(): num_stages must be an int >= 1, got {stages!r}")
+    y = torch.empty(M, N, device=x.device, dtype=x.dtype)
+    if M == 0 or N == 0:
+        return y
+    if K == 0:
+        return y.copy_(residual) if residual is not None else y.zero_()  # silu(0) * 0 = 0
     bm = max(bm, min(64, triton.next_power_of_2(M)))  # one row tile up to 64 tokens: each weight read once
     epilogue = "residual" if residual is not None else "swiglu" if up is not None else "none"
     other = residual if residual is not None else up if up is not None else y

@@ -39,9 +39,13 @@ def _outputs(value) -> list[torch.Tensor]:
 
 Tolerance = float | Mapping[torch.dtype, float] | None
 GUARD = 4096  # guard elements on each side of a floating input
-# What they hold, from the input's ends outwards: +inf first (the element `i <= n` reads), then -inf, then NaN, over
-# and over. A read past an end poisons a sum, a max (fmaxf and tl.maximum drop NaN, not inf), a comparison x > t.
-_BAND = (float("inf"), float("-inf"), float("nan"))
+
+
+def guard_band(n: int, dtype: torch.dtype, device: torch.device | str) -> torch.Tensor:
+    """What n guard elements after a floating input hold (flipped, before it): +inf first (the element `i <= n`
+    reads), then -inf, then NaN, over and over. A read past an end poisons a sum, a max (fmaxf and tl.maximum drop
+    NaN, not inf), a comparison x > t."""
+    return torch.tensor((float("inf"), float("-inf"), float("nan")), dtype=dtype, device=device).repeat(n // 3 + 1)[:n]
 
 
 def _guarded(t: object) -> object:
@@ -49,7 +53,7 @@ def _guarded(t: object) -> object:
     other argument (a view, integers, a leaf of autograd) as it is."""
     if not isinstance(t, torch.Tensor) or not t.is_floating_point() or not t.is_contiguous() or t.requires_grad:
         return t
-    band = torch.tensor(_BAND, dtype=t.dtype, device=t.device).repeat(-(-GUARD // len(_BAND)))[:GUARD]
+    band = guard_band(GUARD, t.dtype, t.device)
     base = torch.cat([band.flip(0), t.flatten(), band])
     return base[GUARD : GUARD + t.numel()].view(t.shape)
 

@@ -5,11 +5,12 @@ launches it on every case with the puzzle's fixed block sizes and compares what 
 (float64) through `gpu_ml.grading.grade`: PASS, or the case and first wrong element, printed and returned.
 
 Every tensor a kernel sees lies in the middle of a guard band as long as itself plus `GUARD` elements on each side:
-NaN (255 for bytes) around an input, OUTPUT_GUARD around an output, and outputs start as NaN. A kernel that stores
-nothing fails on its values; one that writes outside an output (a store without a mask, also of the NaN it loaded
-past an input) or into an input raises `OutOfBounds`, which the grader reports. Reads are not checked, but a load
-past the end of an input reads NaN, which spreads into the result where it is stored. The kernel must be a Triton
-kernel (`KernelInterface`): an object that computes on the host is refused.
++inf, -inf and NaN in turn around a floating input (`gpu_ml.grading.guard_band`; 255 for bytes), OUTPUT_GUARD around
+an output, and outputs start as NaN. A kernel that stores nothing fails on its values; one that writes outside an
+output (a store without a mask, also of what it loaded past an input) or into an input raises `OutOfBounds`, which the
+grader reports. Reads are not checked, but a load past the end of an input spoils the result where it is stored,
+also through a max or a comparison. The kernel must be a Triton kernel (`KernelInterface`): an object that computes
+on the host is refused.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from gpu_ml.grading import Verdict, grade, marked_cells
+from gpu_ml.grading import Verdict, grade, guard_band, marked_cells
 from gpu_ml.validate import kernel_device
 
 Cases = dict[str, tuple]
@@ -81,8 +82,14 @@ class Memory:
         return base, view, pad
 
     def input(self, name: str, t: torch.Tensor, *, pitch: int | None = None) -> torch.Tensor:
-        """A copy of `t` in a guard band (2-D rows `pitch` elements apart if given); the kernel may only read it."""
-        base, view, _ = self._place(tuple(t.shape), t.dtype, pitch)
+        """A copy of `t` in a guard band (2-D rows `pitch` elements apart if given); the kernel may only read it.
+        Floating ones sit between gpu_ml.grading's bands of inf, -inf and NaN, also between rows."""
+        base, view, pad = self._place(tuple(t.shape), t.dtype, pitch)
+        if t.dtype.is_floating_point:
+            band = guard_band(pad, t.dtype, base.device)
+            base[:pad], base[base.numel() - pad :] = band.flip(0), band
+            if pitch is not None and pitch > t.shape[1]:
+                base[pad : base.numel() - pad].view(t.shape[0], pitch)[:, t.shape[1] :] = band[: pitch - t.shape[1]]
         view.copy_(t)
         self._watched.append((name, base, base.clone(), None))
         return view

@@ -13,10 +13,11 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from gpu_ml import cli
 from gpu_ml.env import has_gpu
-from gpu_ml.puzzles import PUZZLES, grade_puzzle, kernel_from_cell, notebook_cells, progress, show_puzzle
+from gpu_ml.puzzles import PUZZLES, Memory, grade_puzzle, kernel_from_cell, notebook_cells, progress, show_puzzle
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "triton/00-puzzles/01_triton_puzzles.ipynb"
@@ -100,6 +101,18 @@ def test_a_planted_bug_fails(solutions, name):
     assert source.count(old) == 1, f"the solution of {name} changed: update BUGS"
     verdict = grade_puzzle(name, kernel_from_cell(name, source.replace(old, new)), quiet=True)
     assert not verdict and expected in verdict.message, verdict.message
+
+
+def test_inputs_sit_between_bands_of_inf_minus_inf_and_nan():
+    """Past either end of an input, and past the end of each row of a pitched one, a load finds +inf first, then -inf,
+    then NaN: a tl.maximum that reads one element too many sees +inf (NaN alone would vanish in it)."""
+    x = torch.arange(6.0).view(2, 3)
+    view = Memory().input("x", x, pitch=5)
+    base, at = torch.as_strided(view, (view.untyped_storage().nbytes() // 4,), (1,), 0), view.storage_offset()
+    inf, row = float("inf"), [float("inf"), float("-inf")]  # what a row's gap of 2 holds
+    assert base[at : at + 10].tolist() == [0.0, 1.0, 2.0, *row, 3.0, 4.0, 5.0, *row]
+    assert base[at + 10 : at + 12].tolist() == [inf, -inf] and base[at + 12].isnan()  # past the end
+    assert base[at - 2 : at].tolist() == [-inf, inf] and base[at - 3].isnan()  # before the start
 
 
 def test_a_host_function_is_not_a_kernel(solutions):

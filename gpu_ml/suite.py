@@ -132,13 +132,13 @@ def wait_cpu(child: subprocess.Popen, timeout: float) -> tuple[int | None, float
     return None if timed_out else child.returncode, usage.ru_utime + usage.ru_stime
 
 
-def children_cpu() -> float:
-    """CPU seconds (user + system) of this process's children that ended and were waited for, 0.0 where the
+def children_cpu() -> float | None:
+    """CPU seconds (user + system) of this process's children that ended and were waited for; None where the
     resource module is missing (Windows)."""
     try:
         import resource
     except ImportError:
-        return 0.0
+        return None
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 
@@ -418,9 +418,10 @@ def main(only: list[str] | None = None, *, shard_spec: str | None = None, worker
         builder.join()
     wall = time.perf_counter() - start
     failed = [item for item, outcome in outcomes.items() if not outcome[1]]
-    cpu = children_cpu() - cpu_start  # the items', the builds' and what they waited for
+    cpu_end = children_cpu()
+    cpu = (f", {(cpu_end - cpu_start) / 60:.1f} min of CPU time: {(cpu_end - cpu_start) / wall if wall else 0:.1f} of "
+           f"{cores} cores busy on average" if cpu_end is not None else "")  # the items', the builds', their children's
     print(f"\n{len(items) - len(failed)} of {len(items)} passed in {wall / 60:.1f} min of wall time "
-          f"({sum(o[0] for o in outcomes.values()) / 60:.1f} min of item time, {cpu / 60:.1f} min of CPU time: "
-          f"{cpu / wall if wall else 0:.1f} of {cores} cores busy on average)"
+          f"({sum(o[0] for o in outcomes.values()) / 60:.1f} min of item time{cpu})"
           + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0

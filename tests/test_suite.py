@@ -462,6 +462,18 @@ def test_run_item_counts_the_cpu_seconds_of_the_child_and_what_it_waited_for(tmp
     assert slept < 0.4  # waiting is not CPU time
 
 
+def test_without_the_resource_module_the_last_line_gives_no_cpu_time(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "resource", None)  # as on Windows: import resource fails
+    assert suite.children_cpu() is None
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests/test_a.py").write_text("")
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    assert suite.main(root=tmp_path, runner=lambda item, gpu: (1.0, True, "", None)) == 0
+    out = capsys.readouterr().out
+    assert "min of item time)" in out and "CPU time" not in out
+
+
 def test_cli_has_the_test_command(monkeypatch):
     seen = {}
     monkeypatch.setattr(suite, "main", lambda only, **kw: seen.update(kw, only=only) or 0)
